@@ -1,0 +1,83 @@
+"""What to test: the `Case` record and its input specification."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hil.verdict import Tolerance
+
+PRECISIONS = ("fp32", "a8w8")
+"""Every precision a case can be lowered at."""
+
+INPUT_DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
+"""Input dtypes a case (or a manifest) may declare."""
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input, generated from a seeded generator."""
+
+    shape: tuple[int, ...]
+    """Tensor shape."""
+    dtype: str = "float32"
+    """One of INPUT_DTYPES."""
+    low: float = -1.0
+    """Lower bound of the uniform distribution (integers: inclusive)."""
+    high: float = 1.0
+    """Upper bound (integers: exclusive)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model at one precision, to lower, run on a board and compare with the host."""
+
+    id: str
+    """Unique within its suite and precision; starts with the op or model name."""
+    suite: str
+    """Name of the suite the case belongs to (`smoke`, `ops`, a manifest's name)."""
+    factory: Callable[[], Any]
+    """Builds the `torch.nn.Module` (in eval mode or not: lowering calls `.eval()`)."""
+    inputs: tuple[InputSpec, ...]
+    """The forward method's positional inputs."""
+    precision: str = "fp32"
+    """`fp32` or `a8w8`."""
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    """How close board outputs must be to the host reference."""
+    expect_delegated: tuple[str, ...] = ()
+    """Ops (aten names without namespace, e.g. `convolution`) that must end in a delegate on
+    NPU flows; recorded, not required, on host flows."""
+    seed: int = 0
+    """Seed of the input (and calibration) generator."""
+    tags: tuple[str, ...] = ()
+    """Free-form labels for filtering and reports."""
+    file: str = ""
+    """Repo-relative (or manifest) file that defines the case."""
+    line: int = 0
+    """Line of the definition in `file`."""
+
+    @property
+    def classname(self) -> str:
+        """The JUnit classname: `suite.precision`."""
+        return f"{self.suite}.{self.precision}"
+
+    @property
+    def key(self) -> str:
+        """`suite.precision.id`, unique within a run."""
+        return f"{self.classname}.{self.id}"
+
+
+def definition_site(depth: int = 2) -> tuple[str, int]:
+    """The (repo-relative file, line) of the caller `depth` frames up, for JUnit locations."""
+    frame = inspect.stack()[depth]
+    path = Path(frame.filename).resolve()
+    try:
+        shown = path.relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        shown = path.as_posix()
+    return shown, frame.lineno

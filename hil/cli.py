@@ -1,0 +1,269 @@
+"""The `hil` command. Heavy modules (torch, executorch) are imported only by the sub-commands
+that need them, so `hil --help` starts fast.
+
+Exit codes: 0 all passed · 1 a test failed · 2 infrastructure errors and no failure, or no
+usable board · 3 bad usage, configuration or input · 130 interrupted (results flushed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+from hil import __version__
+from hil.errors import UsageError
+from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE
+
+FLOW_CHOICES = ("auto", "enn", "xnnpack", "portable")
+CHIPSET_CHOICES = ("E9955", "E9965")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad usage as a UsageError (exit 3), not exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", action="append", default=[], metavar="NAME|FILE",
+                        help="built-in suite (smoke) or a manifest .yaml; repeatable (default: smoke)")
+    parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
+                        help="keep cases whose id or suite.precision.id matches; repeatable")
+    parser.add_argument("--precision", default="fp32", metavar="fp32|a8w8|all",
+                        help="precision(s) to run (default: fp32)")
+    parser.add_argument("--shard", default="1/1", metavar="I/N",
+                        help="run only shard I of N (a stable partition of the cases)")
+    parser.add_argument("--flow", default="auto", metavar="|".join(FLOW_CHOICES),
+                        help="lowering flow (default auto: enn with LITECORE and a real board, "
+                             "else xnnpack)")
+    parser.add_argument("--chipset", default="E9955", metavar="|".join(CHIPSET_CHOICES),
+                        help="target Exynos chipset (default: E9955)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `hil` argument parser with every sub-command."""
+    parser = _Parser(
+        prog="hil",
+        description="Hardware-in-the-loop CI for ExecuTorch's Samsung Exynos (ENN) backend.",
+    )
+    parser.add_argument("--version", action="version", version=f"exynos-hil {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="lower cases, run them on boards, report")
+    _add_selection(run)
+    run.add_argument("--board", action="append", default=[], metavar="SPEC",
+                     help="virtual, virtual:N, an adb serial or HOST:PORT; repeatable "
+                          "(default: virtual)")
+    run.add_argument("--out", default="hil-out", metavar="DIR",
+                     help="folder for artifacts and outputs (default: hil-out)")
+    run.add_argument("--junit", metavar="PATH", help="JUnit XML path (default: OUT/junit.xml)")
+    run.add_argument("--results", metavar="PATH",
+                     help="results.json path (default: OUT/results.json)")
+    run.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                     help="per-case runner deadline in seconds (default: 120)")
+    run.add_argument("--retries", type=int, default=1, metavar="N",
+                     help="retries of a case after an infrastructure error (default: 1)")
+    run.add_argument("--iterations", type=int, default=1, metavar="N",
+                     help="timed runner executions per case (default: 1)")
+    run.add_argument("--warmup", type=int, default=0, metavar="N",
+                     help="untimed runner executions first (default: 0)")
+    run.add_argument("--runner", metavar="PATH",
+                     help="enn_executor_runner for real boards (virtual boards bring their own)")
+
+    lower = sub.add_parser("lower", help="lower cases to artifacts only (no board)")
+    _add_selection(lower)
+    lower.add_argument("--out", required=True, metavar="DIR", help="folder for the artifacts")
+
+    report = sub.add_parser("report", help="re-render JUnit and the table from results.json")
+    report.add_argument("results", metavar="RESULTS_JSON")
+    report.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
+
+    board = sub.add_parser("virtual-board", help="run a virtual Exynos board (adb device side)")
+    from hil.virtual.main import add_arguments
+
+    add_arguments(board)
+    return parser
+
+
+def _choice(value: str, choices: Sequence[str], flag: str) -> str:
+    if value not in choices:
+        raise UsageError(f"{flag}: unknown value {value!r} (one of {', '.join(choices)})")
+    return value
+
+
+def _select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
+    from hil.cases import expand_precisions, load_suite, parse_shard, select
+
+    shard = parse_shard(args.shard)
+    _choice(args.chipset, CHIPSET_CHOICES, "--chipset")
+    _choice(args.flow, FLOW_CHOICES, "--flow")
+    if args.precision not in ("fp32", "a8w8", "all"):
+        raise UsageError(f"--precision: unknown value {args.precision!r} (fp32, a8w8, all)")
+    cases = []
+    for suite in args.suite or ["smoke"]:
+        cases.extend(load_suite(suite))
+    cases = expand_precisions(cases, args.precision)
+    selected = select(cases, args.filter, (1, 1))
+    if not selected:
+        raise UsageError(
+            f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
+            + (f" --filter {args.filter}" if args.filter else "")
+        )
+    return select(selected, [], shard), shard
+
+
+def _resolve_flow(requested: str, any_virtual: bool) -> tuple[str, str]:
+    from hil.sdk import enn_adaptor_available, require_enn_adaptor
+
+    if requested == "enn":
+        require_enn_adaptor()
+        return "enn", "requested: enn"
+    if requested != "auto":
+        return requested, f"requested: {requested}"
+    if not enn_adaptor_available():
+        return "xnnpack", "auto: LITECORE SDK (ENN wrapper) not found -> xnnpack"
+    if any_virtual:
+        return "xnnpack", "auto: virtual board (no NPU) -> xnnpack"
+    return "enn", "auto: LITECORE SDK and real board -> enn"
+
+
+def _print_record(record: dict[str, Any]) -> None:
+    errors = [o["max_abs"] for o in record.get("outputs", []) if o.get("max_abs") is not None]
+    worst = f" max_abs={max(errors):.3g}" if errors else ""
+    message = f"  {record['message']}" if record["message"] else ""
+    sys.stdout.write(
+        f"{record['verdict']:<16} {record['classname']}.{record['id']} "
+        f"[{record['board'] or '-'}]{worst}{message}\n"
+    )
+    sys.stdout.flush()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`hil run`: the whole pipeline."""
+    from hil.board.spec import parse_boards
+
+    for name in ("timeout", "retries", "iterations", "warmup"):
+        value = getattr(args, name)
+        if value < (1 if name in ("timeout", "iterations") else 0):
+            raise UsageError(f"--{name}: {value} is out of range")
+    boards = parse_boards(args.board)
+    cases, shard = _select_cases(args)
+    flow, flow_reason = _resolve_flow(args.flow, any(b.virtual for b in boards))
+    runner = Path(args.runner) if args.runner else None
+    if runner is not None and not runner.is_file():
+        raise UsageError(f"--runner: file not found: {runner}")
+    out = Path(args.out)
+
+    from hil.report.console import render_table
+    from hil.report.junit import write_junit
+    from hil.run import Run, RunOptions
+    from hil.verdict import Verdict, exit_code
+
+    options = RunOptions(
+        cases=tuple(cases), boards=tuple(boards), flow=flow, flow_reason=flow_reason,
+        chipset=args.chipset, out_dir=out,
+        results_path=Path(args.results) if args.results else out / "results.json",
+        junit_path=Path(args.junit) if args.junit else out / "junit.xml",
+        shard=shard, timeout_s=args.timeout, retries=args.retries,
+        iterations=args.iterations, warmup=args.warmup, runner=runner,
+        command=tuple(["hil", *sys.argv[1:]]),
+    )
+    sys.stdout.write(
+        f"hil run {len(cases)} case(s), flow {flow} ({flow_reason}), chipset {args.chipset}, "
+        f"boards: {', '.join(args.board or ['virtual'])}\n"
+    )
+    signal.signal(signal.SIGTERM, _interrupt)
+    the_run = Run(options, on_record=_print_record)
+    interrupted = False
+    try:
+        the_run.execute()
+    except KeyboardInterrupt:
+        interrupted = True
+    results = the_run.writer.document
+    write_junit(results, options.junit_path)
+    render_table(results)
+    sys.stdout.write(f"JUnit: {options.junit_path}\nresults: {options.results_path}\n")
+    if interrupted:
+        sys.stderr.write("hil: interrupted; results so far are written\n")
+        return EXIT_INTERRUPTED
+    if not the_run.records or not the_run.meta["boards"] or all(
+        "error" in b for b in the_run.meta["boards"]
+    ):
+        sys.stderr.write("hil: no usable board\n")
+        return EXIT_INFRA
+    return exit_code(Verdict(r["verdict"]) for r in the_run.records)
+
+
+def cmd_lower(args: argparse.Namespace) -> int:
+    """`hil lower`: artifacts only."""
+    from hil.lower import LoweringFailed, build_artifact
+
+    cases, _ = _select_cases(args)
+    flow, _reason = _resolve_flow(args.flow, any_virtual=False)
+    failed = 0
+    for index, case in enumerate(cases):
+        folder = Path(args.out) / f"c{index:04d}"
+        try:
+            artifact = build_artifact(case, flow, args.chipset, folder)
+        except LoweringFailed as exc:
+            failed += 1
+            sys.stdout.write(f"{exc.verdict.value:<16} {case.key}  {exc.message}\n")
+            continue
+        sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """`hil report`: re-render from results.json."""
+    from hil.report.console import render_table
+    from hil.report.junit import write_junit
+    from hil.report.results import load_results
+    from hil.verdict import Verdict, exit_code
+
+    results = load_results(Path(args.results))
+    if args.junit:
+        write_junit(results, Path(args.junit))
+    render_table(results)
+    return exit_code(Verdict(c["verdict"]) for c in results["cases"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `hil` console script."""
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=logging.WARNING - 10 * min(args.verbose, 2),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        if args.command == "virtual-board":
+            from hil.virtual.main import run as run_virtual_board
+
+            return run_virtual_board(args)
+        handlers = {"run": cmd_run, "lower": cmd_lower, "report": cmd_report}
+        return handlers[args.command](args)
+    except UsageError as exc:
+        sys.stderr.write(f"hil: error: {exc}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("hil: interrupted\n")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The `Artifact`: what lowering hands to a board — a `.pte`, raw inputs and host references."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+META_FILE = "meta.json"
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """dtype and shape of one input or output, enough to read its raw bytes back."""
+
+    dtype: str
+    """A numpy dtype name (`float32`, `int64`, ...)."""
+    shape: tuple[int, ...]
+    """Tensor shape."""
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64)))
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A lowered case on the host, ready to push.
+
+    Folder layout: `model.pte`, `input_<i>.bin`, `reference_<i>.bin`, `meta.json`.
+    """
+
+    folder: Path
+    """Where the files live."""
+    flow: str
+    """The lowering flow (`xnnpack`, `portable`, `enn`)."""
+    inputs: tuple[TensorMeta, ...]
+    """Program inputs, in order."""
+    outputs: tuple[TensorMeta, ...]
+    """Program outputs, in order (the host references have these)."""
+    pte_bytes: int
+    """Size of `model.pte`."""
+    delegated_calls: int
+    """`executorch_call_delegate` nodes in the lowered graph."""
+    delegated_ops: tuple[str, ...] = ()
+    """Op names that ended inside a delegate (when the partitioner tells)."""
+    undelegated_ops: tuple[str, ...] = ()
+    """Op names left to the CPU (portable kernels)."""
+    times_s: dict[str, float] = field(default_factory=dict)
+    """Seconds spent per stage: `export`, `quantize`, `lower`, `serialize`."""
+
+    @property
+    def pte(self) -> Path:
+        return self.folder / "model.pte"
+
+    def input_file(self, index: int) -> Path:
+        return self.folder / f"input_{index}.bin"
+
+    def reference_file(self, index: int) -> Path:
+        return self.folder / f"reference_{index}.bin"
+
+    def read_reference(self, index: int) -> np.ndarray:
+        """Host reference output `index` as an array of its dtype and shape."""
+        return read_raw(self.reference_file(index), self.outputs[index])
+
+    def save_meta(self) -> None:
+        record = asdict(self)
+        record["folder"] = None
+        (self.folder / META_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def read_raw(path: Path, meta: TensorMeta) -> np.ndarray:
+    """Raw bytes in `path` as an array of `meta`; ValueError when the size is wrong."""
+    data = path.read_bytes()
+    if len(data) != meta.nbytes:
+        raise ValueError(f"{path.name}: {len(data)} bytes, expected {meta.nbytes}")
+    return np.frombuffer(data, dtype=np.dtype(meta.dtype)).reshape(meta.shape)

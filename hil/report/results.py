@@ -1,0 +1,230 @@
+"""The results document of a run: rewritten atomically after every finished case, loaded back
+by `hil report`. Also the small text helpers its renderings share (capping, cleaning)."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from hil.errors import UsageError
+from hil.verdict import Verdict
+
+SCHEMA = "exynos-hil/results"
+VERSION = 1
+TEXT_CAP_BYTES = 64 * 1024
+"""Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
+FINAL_STATUSES = ("complete", "interrupted")
+VIRTUAL_NOTE = "VIRTUAL: ExecuTorch host runtime, no NPU"
+
+_CONTROL = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-_])"  # ANSI escape sequences
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # other control characters except \t and \n
+)
+
+
+def utc_now() -> str:
+    """The current time as ISO 8601 UTC, e.g. `2026-11-30T03:35:00Z`."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cap_text(text: str, limit: int = TEXT_CAP_BYTES) -> str:
+    """`text` if its UTF-8 form fits in `limit` bytes; else its head and (longer) tail around
+    a line saying how many bytes were cut, the whole within `limit` bytes."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    budget = limit - 64  # room for the marker line
+    head = budget // 4
+    tail = budget - head
+    marker = f"\n[... {len(data) - head - tail} bytes cut by hil ...]\n"
+    return data[:head].decode("utf-8", "ignore") + marker + data[-tail:].decode("utf-8", "ignore")
+
+
+def clean_text(text: str) -> str:
+    """`text` without ANSI escape sequences and control characters other than tab and newline."""
+    return _CONTROL.sub("", text)
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks (and the blanks around them) folded into single spaces."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def describe_board(run: dict[str, Any], name: str | None) -> str:
+    """The board's name, marked VIRTUAL when the run's inventory says so."""
+    if name is None:
+        return "none (never reached a board)"
+    for board in run.get("boards") or []:
+        if board.get("name") == name and board.get("virtual"):
+            return f"{name} ({VIRTUAL_NOTE})"
+    return name
+
+
+def sanitise(value: Any) -> Any:
+    """A JSON-ready copy of `value`: non-finite floats become None, tuples lists, numeric
+    scalars (numpy's too) plain int/float; anything else not JSON-able is left for json to
+    reject."""
+    if isinstance(value, dict):
+        return {str(k): sanitise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [sanitise(v) for v in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    return value
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace `path` by `text` (UTF-8) so that a reader sees the old or the new file, whole:
+    a temporary file in the same folder, fsync, `os.replace`, fsync of the folder."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        tmp.chmod(0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if os.name == "posix":
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def totals(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Verdict name -> count, non-zero only, in the Verdict enum's order."""
+    counts = Counter(case["verdict"] for case in cases)
+    return {v.value: counts[v.value] for v in Verdict if counts[v.value]}
+
+
+def _finished_case(case: dict[str, Any]) -> dict[str, Any]:
+    """The record stored for `case`: sanitised, one-line message, capped detail and logs."""
+    record = sanitise(case)
+    verdict = record.get("verdict")
+    if verdict not in {v.value for v in Verdict}:
+        raise ValueError(f"case {record.get('id')!r}: {verdict!r} is not a finished verdict")
+    record["message"] = one_line(str(record.get("message") or ""))
+    record["detail"] = cap_text(str(record.get("detail") or ""))
+    record["logs"] = {
+        name: cap_text(log) if isinstance(log, str) else log
+        for name, log in (record.get("logs") or {}).items()
+    }
+    return record
+
+
+class ResultsWriter:
+    """Holds a run's results document and rewrites `path` atomically after every change, so
+    an interrupted run still leaves a loadable file (with status `running`)."""
+
+    def __init__(self, path: Path, run_meta: dict[str, Any]) -> None:
+        self.path = Path(path)
+        run = sanitise(run_meta)
+        run.setdefault("started", utc_now())
+        run["status"] = "running"
+        run["finished"] = None
+        self._run: dict[str, Any] = run
+        self._cases: list[dict[str, Any]] = []
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(self._run, self._cases)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document as last written (a fresh copy)."""
+        return json.loads(self._serialise(self._run, self._cases))
+
+    def add(self, case: dict[str, Any]) -> None:
+        """Append a finished case (a valid verdict is required) and rewrite the file. On an
+        error the document and the file are left as they were."""
+        cases = [*self._cases, _finished_case(case)]
+        self._write(self._run, cases)
+        self._cases = cases
+
+    def update_run(self, **fields: Any) -> None:
+        """Set run fields learnt during the run (e.g. `boards` once they are up); rewrites."""
+        run = {**self._run, **sanitise(fields)}
+        self._write(run, self._cases)
+        self._run = run
+
+    def finish(self, status: str) -> None:
+        """Mark the run `complete` or `interrupted`, stamp `finished` and rewrite the file."""
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"run status must be one of {FINAL_STATUSES}, not {status!r}")
+        run = {**self._run, "status": status, "finished": utc_now()}
+        self._write(run, self._cases)
+        self._run = run
+
+    @staticmethod
+    def _serialise(run: dict[str, Any], cases: list[dict[str, Any]]) -> str:
+        document = {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "run": run,
+            "cases": cases,
+            "totals": totals(cases),
+        }
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+    def _write(self, run: dict[str, Any], cases: list[dict[str, Any]]) -> None:
+        atomic_write_text(self.path, self._serialise(run, cases))
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    """Read and check a results document; a missing, corrupt or foreign file raises
+    UsageError with one line naming the file (and the field at fault)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such results file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read the results file: {exc}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: not a results document (the top level is not an object)")
+    if document.get("schema") != SCHEMA:
+        raise UsageError(
+            f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}"
+        )
+    version = document.get("version")
+    if isinstance(version, bool) or version != VERSION:
+        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {VERSION}")
+    if not isinstance(document.get("run"), dict):
+        raise UsageError(f"{path}: field 'run' is missing or not an object")
+    cases = document.get("cases")
+    if not isinstance(cases, list):
+        raise UsageError(f"{path}: field 'cases' is missing or not a list")
+    verdicts = {v.value for v in Verdict}
+    for index, case in enumerate(cases):
+        if not isinstance(case, dict):
+            raise UsageError(f"{path}: field 'cases[{index}]' is not an object")
+        for field in ("suite", "precision", "id"):
+            if not isinstance(case.get(field), str):
+                raise UsageError(f"{path}: field 'cases[{index}].{field}' is missing")
+        if case.get("verdict") not in verdicts:
+            raise UsageError(
+                f"{path}: field 'cases[{index}].verdict' is {case.get('verdict')!r},"
+                " not a finished verdict"
+            )
+    return document

@@ -1,0 +1,376 @@
+"""The virtual board's device model: its filesystem, properties, log and shell sandbox.
+
+Board root layout (`--root DIR`):
+
+- `DIR/fs/` is the device's `/`. Shell commands run in a bubblewrap sandbox with `fs/`
+  mounted read-only as `/`, `fs/data` read-write as `/data` (like an unrooted board:
+  only `/data` is writable), the host's `/usr` and `/etc` (and the Python running the
+  board) read-only, `/proc` and a fresh `/dev`. The pid namespace is shared, so a PID
+  printed by one shell can be killed from another.
+- `DIR/run/` holds the board's own files, not visible as such to the device:
+  `logcat.txt` (bound at `/dev/hil/logcat`, read by the `logcat` stub),
+  `control` (a FIFO bound at `/dev/hil/control`: the `reboot` stub writes `reboot` there),
+  `props/properties` (`key=value` lines, the folder bound read-only at
+  `/dev/__properties__`, read by the `getprop` stub) and `executor.sock` (bound at
+  `/dev/socket/hil-enn-executor` when present).
+
+Mount points for the host paths are created inside `fs/` at board start (empty folders
+such as `fs/usr`, `fs/proc`, and one for the host Python's prefix), because the sandbox's
+`/` is read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import shlex
+import shutil
+import stat
+import sys
+import time
+from pathlib import Path
+
+from hil.errors import InfraError, UsageError
+from hil.virtual.protocol import DEVICE_MAXDATA
+
+log = logging.getLogger(__name__)
+
+CHIPSETS: dict[str, str] = {"E9955": "S5E9955", "E9965": "S5E9965"}
+"""Chipset name (as in `--chipset`) → the board's `ro.soc.model`."""
+
+DEVICE_PATH = "/system/bin:/vendor/bin:/usr/bin:/bin"
+PRODUCT_NAME = "hil_virtual"
+PRODUCT_MODEL = "Exynos Virtual Board (hil, no NPU)"
+FEATURES = ("shell_v2", "stat_v2", "ls_v2", "fixed_push_mkdir")
+"""What the board's adb side implements, advertised in its CNXN banner."""
+
+EXECUTOR_SOCKET_DEVICE_PATH = "/dev/socket/hil-enn-executor"
+LOGCAT_DEVICE_PATH = "/dev/hil/logcat"
+CONTROL_DEVICE_PATH = "/dev/hil/control"
+PROPERTIES_DEVICE_DIR = "/dev/__properties__"
+
+_HOST_READ_ONLY = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
+_MAX_SYMLINK_HOPS = 40
+
+_GETPROP = """#!/system/bin/sh
+# getprop stub of the hil virtual board: reads the board's properties file.
+props=/dev/__properties__/properties
+if [ $# -eq 0 ]; then
+  while IFS= read -r line; do
+    printf '[%s]: [%s]\\n' "${line%%=*}" "${line#*=}"
+  done < "$props"
+  exit 0
+fi
+while IFS= read -r line; do
+  if [ "${line%%=*}" = "$1" ]; then
+    printf '%s\\n' "${line#*=}"
+    exit 0
+  fi
+done < "$props"
+printf '%s\\n' "${2-}"
+"""
+
+_UNAME = """#!/system/bin/sh
+# uname stub of the hil virtual board: toybox-like answers for an arm64 Android board.
+ks= kn= kr= kv= km= ko=
+for arg in "$@"; do
+  case "$arg" in
+    --all) arg=-a ;;
+    -*) ;;
+    *) echo "uname: extra operand '$arg'" >&2; exit 1 ;;
+  esac
+  flags=${arg#-}
+  while [ -n "$flags" ]; do
+    c=${flags%"${flags#?}"}
+    flags=${flags#?}
+    case "$c" in
+      a) ks=1 kn=1 kr=1 kv=1 km=1 ko=1 ;;
+      s) ks=1 ;;
+      n) kn=1 ;;
+      r) kr=1 ;;
+      v) kv=1 ;;
+      m|p) km=1 ;;
+      o) ko=1 ;;
+      *) echo "uname: Unknown option '$c'" >&2; exit 1 ;;
+    esac
+  done
+done
+[ $# -eq 0 ] && ks=1
+out=
+[ -n "$ks" ] && out="$out Linux"
+[ -n "$kn" ] && out="$out localhost"
+[ -n "$kr" ] && out="$out 6.6.30-android15-8-hil-virtual"
+[ -n "$kv" ] && out="$out #1 SMP PREEMPT"
+[ -n "$km" ] && out="$out aarch64"
+[ -n "$ko" ] && out="$out Toybox"
+printf '%s\\n' "${out# }"
+"""
+
+_LOGCAT = """#!/system/bin/sh
+# logcat stub of the hil virtual board: -d dumps the board's log, -c clears it,
+# otherwise it follows the log. Filters and formats are accepted and ignored.
+log=/dev/hil/logcat
+dump= clear=
+for arg in "$@"; do
+  case "$arg" in
+    -c|--clear) clear=1 ;;
+    -d) dump=1 ;;
+  esac
+done
+if [ -n "$clear" ]; then
+  : > "$log"
+  exit 0
+fi
+if [ -n "$dump" ]; then
+  [ -f "$log" ] && cat "$log"
+  exit 0
+fi
+exec tail -n +1 -f "$log"
+"""
+
+_REBOOT = """#!/system/bin/sh
+# reboot stub of the hil virtual board: asks the board to reboot. The adb link then
+# drops and this shell is killed, as on a real board.
+printf 'reboot %s\\n' "$*" > /dev/hil/control
+exec sleep 60
+"""
+
+_HIL_PYTHON = """#!/system/bin/sh
+# The host's Python, isolated and without site-packages, for device-side scripts.
+exec {python} -I -S "$@"
+"""
+
+
+def soc_model(chipset: str) -> str:
+    """`ro.soc.model` for a `--chipset` value; UsageError for an unknown one."""
+    try:
+        return CHIPSETS[chipset]
+    except KeyError:
+        known = ", ".join(sorted(CHIPSETS))
+        raise UsageError(f"--chipset {chipset!r}: expected one of {known}") from None
+
+
+def _host_python_roots() -> list[Path]:
+    """The host folders the board's Python needs inside the sandbox, outermost only,
+    leaving out those under the read-only host folders already bound."""
+    candidates = {
+        Path(p).resolve()
+        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    }
+    candidates.add(Path(sys.executable).resolve().parent.parent)
+    bound = [Path(p).resolve() for p in _HOST_READ_ONLY if Path(p).exists()]
+    roots: list[Path] = []
+    for path in sorted(candidates, key=lambda p: len(p.parts)):
+        if any(path.is_relative_to(outer) for outer in [*bound, *roots]):
+            continue
+        roots.append(path)
+    return roots
+
+
+class Device:
+    """The virtual board's device side: filesystem, properties, log and shell sandbox."""
+
+    def __init__(self, root: Path, chipset: str, serial: str) -> None:
+        self.chipset = chipset
+        self.serial = serial
+        self.root = root.resolve()
+        self.fs = self.root / "fs"
+        self.run_dir = self.root / "run"
+        self.logcat_path = self.run_dir / "logcat.txt"
+        self.control_path = self.run_dir / "control"
+        self.executor_socket = self.run_dir / "executor.sock"
+        self._props_path = self.run_dir / "props" / "properties"
+        self._python_roots = _host_python_roots()
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            raise InfraError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+        self._bwrap = bwrap
+        platform = soc_model(chipset).lower()
+        self.properties: dict[str, str] = {
+            "ro.soc.manufacturer": "Samsung",
+            "ro.soc.model": soc_model(chipset),
+            "ro.hardware.chipname": platform,
+            "ro.board.platform": platform,
+            "ro.hardware": platform,
+            "ro.product.cpu.abi": "arm64-v8a",
+            "ro.product.brand": "samsung",
+            "ro.product.manufacturer": "samsung",
+            "ro.product.model": PRODUCT_MODEL,
+            "ro.product.name": PRODUCT_NAME,
+            "ro.product.device": PRODUCT_NAME,
+            "ro.build.version.sdk": "35",
+            "ro.build.version.release": "15",
+            "ro.build.type": "user",
+            "ro.serialno": serial,
+            "ro.hil.virtual": "1",
+            "ro.hil.virtual.chipset": chipset,
+            "sys.boot_completed": "0",
+        }
+
+    def banner(self) -> bytes:
+        """The CNXN banner: the identity the adb server shows in `adb devices -l`."""
+        props = ";".join(
+            f"{key}={self.properties[key]}"
+            for key in ("ro.product.name", "ro.product.model", "ro.product.device")
+        )
+        return f"device::{props};features={','.join(FEATURES)}".encode()
+
+    def prepare(self) -> None:
+        """Create the board root's layout, the mount points, the stubs and the
+        properties file. Safe to call on an existing root."""
+        for folder in ("data/local/tmp", "system/bin", "vendor/bin", "vendor/lib64",
+                       "proc", "dev"):
+            (self.fs / folder).mkdir(parents=True, exist_ok=True)
+        (self.fs / "data/local/tmp").chmod(0o771)
+        self._props_path.parent.mkdir(parents=True, exist_ok=True)
+        for host in _HOST_READ_ONLY:
+            self._mirror_host_path(Path(host))
+        for python_root in self._python_roots:
+            (self.fs / python_root.relative_to("/")).mkdir(parents=True, exist_ok=True)
+        sh = self.fs / "system/bin/sh"
+        if not sh.is_symlink():
+            sh.symlink_to("/bin/sh")
+        python = shlex.quote(str(Path(sys.executable).absolute()))
+        stubs = {
+            "getprop": _GETPROP,
+            "uname": _UNAME,
+            "logcat": _LOGCAT,
+            "reboot": _REBOOT,
+            "hil-python": _HIL_PYTHON.format(python=python),
+        }
+        for name, text in stubs.items():
+            path = self.fs / "system/bin" / name
+            path.write_text(text)
+            path.chmod(0o755)
+        if self.control_path.exists() and not stat.S_ISFIFO(self.control_path.lstat().st_mode):
+            self.control_path.unlink()
+        if not self.control_path.exists():
+            os.mkfifo(self.control_path, 0o600)
+        self.logcat_path.touch()
+        self._write_properties()
+
+    def _mirror_host_path(self, host: Path) -> None:
+        """Make `fs/<host>` a mount point for a host folder, or the same symlink the host
+        has (merged /usr: `/bin -> usr/bin`)."""
+        if not host.exists():
+            return
+        inside = self.fs / host.relative_to("/")
+        if host.is_symlink():
+            if not inside.is_symlink():
+                if inside.is_dir():
+                    inside.rmdir()
+                inside.symlink_to(os.readlink(host))
+        else:
+            inside.mkdir(parents=True, exist_ok=True)
+
+    def set_property(self, key: str, value: str) -> None:
+        """Set one property, visible to the next `getprop`."""
+        self.properties[key] = value
+        self._write_properties()
+
+    def _write_properties(self) -> None:
+        text = "".join(f"{key}={value}\n" for key, value in sorted(self.properties.items()))
+        tmp = self._props_path.with_name(".properties.tmp")
+        tmp.write_text(text)
+        tmp.replace(self._props_path)
+
+    def log(self, message: str, tag: str = "hil-board", level: str = "I") -> None:
+        """Append one line to the board's log, in logcat's threadtime format."""
+        now = time.time()
+        stamp = time.strftime("%m-%d %H:%M:%S", time.localtime(now))
+        millis = int(now * 1000) % 1000
+        pid = os.getpid()
+        with self.logcat_path.open("a") as out:
+            out.write(f"{stamp}.{millis:03d} {pid:5d} {pid:5d} {level} {tag}: {message}\n")
+
+    def resolve(self, device_path: str, follow_last: bool = True) -> Path:
+        """The host path of a device path, resolving `..` and symlinks with `fs/` as the
+        root. OSError(EACCES) when the path or a symlink in it leads above `/`."""
+        pending = [part for part in device_path.split("/") if part not in ("", ".")]
+        current: list[str] = []
+        hops = 0
+        while pending:
+            name = pending.pop(0)
+            if name == "..":
+                if not current:
+                    raise OSError(errno.EACCES, f"{device_path}: escapes the device root")
+                current.pop()
+                continue
+            candidate = self.fs.joinpath(*current, name)
+            if (pending or follow_last) and candidate.is_symlink():
+                hops += 1
+                if hops > _MAX_SYMLINK_HOPS:
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                target = os.readlink(candidate)
+                if target.startswith("/"):
+                    current = []
+                pending = [p for p in target.split("/") if p not in ("", ".")] + pending
+                continue
+            current.append(name)
+        host = self.fs.joinpath(*current)
+        real = Path(os.path.realpath(host.parent)) / host.name
+        if not real.is_relative_to(self.fs):
+            raise OSError(errno.EACCES, f"{device_path}: escapes the device root")
+        return host
+
+    def check_writable(self, host_path: Path) -> None:
+        """OSError(EROFS) unless `host_path` is under `/data`, the only writable tree."""
+        if not host_path.is_relative_to(self.fs / "data"):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def sandbox_argv(self, command: str | None, env: dict[str, str]) -> list[str]:
+        """The bwrap command line that runs `/system/bin/sh -c COMMAND` on the device
+        (an interactive-less `sh` reading stdin when COMMAND is None)."""
+        argv = [
+            self._bwrap,
+            "--ro-bind", str(self.fs), "/",
+            "--bind", str(self.fs / "data"), "/data",
+        ]
+        for host in _HOST_READ_ONLY:
+            path = Path(host)
+            if path.exists() and not path.is_symlink():
+                argv += ["--ro-bind", host, host]
+        for python_root in self._python_roots:
+            argv += ["--ro-bind", str(python_root), str(python_root)]
+        argv += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--bind-try", str(self.logcat_path), LOGCAT_DEVICE_PATH,
+            "--bind-try", str(self.control_path), CONTROL_DEVICE_PATH,
+            "--ro-bind-try", str(self._props_path.parent), PROPERTIES_DEVICE_DIR,
+            "--bind-try", str(self.executor_socket), EXECUTOR_SOCKET_DEVICE_PATH,
+            "--cap-drop", "ALL",
+            "--die-with-parent",
+            "--chdir", "/",
+            "--clearenv",
+        ]
+        full_env = {
+            "PATH": DEVICE_PATH,
+            "HOME": "/",
+            "ANDROID_DATA": "/data",
+            "ANDROID_ROOT": "/system",
+            "TMPDIR": "/data/local/tmp",
+            **env,
+        }
+        for key, value in full_env.items():
+            argv += ["--setenv", key, value]
+        argv += ["--", "/system/bin/sh"]
+        if command is not None:
+            argv += ["-c", command]
+        return argv
+
+    async def spawn(
+        self, command: str | None, env: dict[str, str], merge_stderr: bool
+    ) -> asyncio.subprocess.Process:
+        """Start a shell command in the sandbox, in its own process group, with pipes
+        for stdin, stdout and stderr (stderr into stdout when `merge_stderr`)."""
+        return await asyncio.create_subprocess_exec(
+            *self.sandbox_argv(command, env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+            start_new_session=True,
+            limit=DEVICE_MAXDATA,
+        )

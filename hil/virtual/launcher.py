@@ -1,0 +1,137 @@
+"""Start a virtual board as a child process and wait for its ready line.
+
+The board runs `python -m hil.virtual.main` in its own process group; its stderr (the
+board's log) goes to `ROOT/run/board.log`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from hil.errors import InfraError
+from hil.virtual.main import READY_PREFIX
+
+log = logging.getLogger(__name__)
+
+READY_TIMEOUT = 60.0
+_READY = re.compile(re.escape(READY_PREFIX) + r"(127\.0\.0\.1:\d+) ")
+
+
+class VirtualBoardProcess:
+    """A running virtual board: `address` ("127.0.0.1:PORT"), `pid`, `root`, `stop()`."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, root: Path) -> None:
+        self.process = process
+        self.address = address
+        self.root = root
+
+    @property
+    def pid(self) -> int:
+        """The board process's PID (also its process group)."""
+        return self.process.pid
+
+    @property
+    def log_path(self) -> Path:
+        """The board's log (its stderr)."""
+        return self.root / "run" / "board.log"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM the board, wait, then SIGKILL its process group if it lingers."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("virtual board %s (pid %d) ignored SIGTERM; killing it",
+                            self.address, self.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def __enter__(self) -> VirtualBoardProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    try:
+        with path.open("rb") as log_file:
+            log_file.seek(0, os.SEEK_END)
+            log_file.seek(max(0, log_file.tell() - size))
+            return log_file.read().decode(errors="replace").strip()
+    except OSError as exc:
+        return f"(no log: {exc})"
+
+
+def start_virtual_board(
+    root: Path, chipset: str, name: str, extra_args: Sequence[str] = ()
+) -> VirtualBoardProcess:
+    """Start a virtual board on a free port with its folder at `root` and `name` as its
+    serial; return once it listens. InfraError (with the board's log tail) when it exits
+    or stays silent for READY_TIMEOUT seconds."""
+    root = root.resolve()
+    run_dir = root / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / "board.log"
+    argv = [
+        sys.executable, "-m", "hil.virtual.main",
+        "--port", "0", "--chipset", chipset, "--root", str(root), "--serial", name,
+        *extra_args,
+    ]
+    with log_path.open("ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            start_new_session=True,
+        )
+    assert process.stdout is not None
+    deadline = time.monotonic() + READY_TIMEOUT
+    output = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while b"\n" not in output:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                board = VirtualBoardProcess(process, "", root)
+                board.stop()
+                raise InfraError(
+                    f"virtual board {name} not ready after {READY_TIMEOUT:.0f} s: "
+                    f"{_tail(log_path)}"
+                )
+            if selector.select(timeout=remaining):
+                chunk = os.read(process.stdout.fileno(), 4096)
+                if not chunk:
+                    process.wait()
+                    raise InfraError(
+                        f"virtual board {name} exited with status {process.returncode} "
+                        f"before it was ready: {_tail(log_path)}"
+                    )
+                output += chunk
+    process.stdout.close()
+    line = output.decode(errors="replace").splitlines()[0]
+    match = _READY.match(line)
+    if match is None:
+        VirtualBoardProcess(process, "", root).stop()
+        raise InfraError(f"virtual board {name}: unexpected first line {line!r}")
+    log.info("virtual board %s: %s", name, line)
+    return VirtualBoardProcess(process, match.group(1), root)

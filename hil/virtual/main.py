@@ -1,0 +1,116 @@
+"""`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
+
+Prints one line to stdout once it listens:
+`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR (VIRTUAL board: ...)`.
+Everything else goes to stderr through `logging`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from hil.errors import InfraError, UsageError
+from hil.virtual.device import CHIPSETS, Device, soc_model
+from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "hil-virtual-board ready "
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the virtual board's options to a (sub-command) parser."""
+    parser.add_argument(
+        "--port", type=int, default=0,
+        help="TCP port on 127.0.0.1; 0 picks a free one outside adb's emulator range "
+        "5555-5585 (default: 0)",
+    )
+    parser.add_argument(
+        "--chipset", default="E9955",
+        help=f"chipset the board reports: {', '.join(sorted(CHIPSETS))} (default: E9955)",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=None,
+        help="board folder: fs/ is the device's /, run/ its sockets and logs "
+        "(default: a new temporary folder)",
+    )
+    parser.add_argument(
+        "--serial", default="hil-virtual", help="ro.serialno (default: hil-virtual)"
+    )
+    parser.add_argument(
+        "--reboot-seconds", type=float, default=2.0,
+        help="how long a reboot keeps the board off the network (default: 2.0)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the board described by parsed `args` until SIGTERM/SIGINT; returns 0.
+    Raises UsageError for bad options, InfraError when the board cannot start."""
+    soc_model(args.chipset)
+    if not 0 <= args.port <= 65535 or args.port in EMULATOR_PORTS:
+        raise UsageError(
+            f"--port {args.port}: expected 0 or a free port outside adb's emulator "
+            "range 5555-5585"
+        )
+    if args.reboot_seconds < 0:
+        raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
+    root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
+    device = Device(root, args.chipset, args.serial)
+    board = VirtualBoard(device, args.port, args.reboot_seconds)
+    asyncio.run(_serve(board))
+    return 0
+
+
+async def _serve(board: VirtualBoard) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await board.start()
+    except OSError as exc:
+        raise InfraError(f"virtual board could not start: {exc}") from exc
+    device = board.device
+    sys.stdout.write(
+        f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root} "
+        "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
+    )
+    sys.stdout.flush()
+    try:
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        await board.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `hil virtual-board` (and `python -m hil.virtual.main`)."""
+    parser = argparse.ArgumentParser(
+        prog="hil virtual-board",
+        description="A virtual Exynos board on 127.0.0.1 that the real adb server "
+        "connects to (adb connect 127.0.0.1:PORT).",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return run(args)
+    except UsageError as exc:
+        log.error("%s", exc)
+        return 3
+    except InfraError as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

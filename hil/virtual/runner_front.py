@@ -1,0 +1,115 @@
+#!/system/bin/hil-python
+"""The virtual board's ``enn_executor_runner``: a thin client of hil's warm executor.
+
+hil pushes this file under the real runner's name; the board runs it as ``python -I -S``. It
+sends its argv, device cwd and pid to the executor in the virtual board process, relays the
+runner's stdout and stderr, then exits with the runner's code, or kills itself with the
+runner's signal so the shell sees 128+N exactly as with the real binary.
+
+Startup is the whole cost of an exec, so this file imports only C modules that are already
+loaded or cheap (``_socket``, ``_signal``): ``json``, ``socket`` and ``signal`` pull in
+``re`` and ``enum`` and would triple the startup time (about 15 ms instead of 45 ms here).
+
+Wire protocol (unix stream socket, one request per connection, integers big-endian):
+
+- request: a u32 length, then that many bytes of UTF-8 JSON
+  ``{"argv": [...without argv[0]], "cwd": str, "pid": int}`` (non-ASCII characters are
+  ``\\u`` escaped, so undecodable argv bytes travel as surrogate escapes);
+- response: 16 bytes ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32``
+  (0 when it exited), ``stdout length: u32``, ``stderr length: u32``; then the stdout
+  bytes, then the stderr bytes.
+
+Environment (for tests on the host): ``HIL_EXECUTOR_SOCKET`` overrides the socket path
+(default ``/dev/socket/hil-enn-executor``), ``HIL_DEVICE_CWD`` the device cwd sent (default
+the real cwd).
+
+If the executor cannot be reached the front prints one line naming the socket and exits 1.
+SIGINT, SIGTERM and SIGPIPE keep their default action (death), as for a C program.
+"""
+
+import _signal
+import _socket
+import os
+import sys
+
+SOCKET_PATH = "/dev/socket/hil-enn-executor"
+RESPONSE_HEADER_BYTES = 16
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string literal, ASCII only."""
+    out = ['"']
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            code -= 0x10000
+            out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+    out.append('"')
+    return "".join(out)
+
+
+def encode_request(argv: list[str], cwd: str, pid: int) -> bytes:
+    """The length-prefixed JSON request."""
+    args = ", ".join(json_string(arg) for arg in argv)
+    body = f'{{"argv": [{args}], "cwd": {json_string(cwd)}, "pid": {pid:d}}}'
+    return len(body).to_bytes(4, "big") + body.encode("ascii")
+
+
+def _recv_exact(conn: _socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = conn.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the executor closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def _die(sig: int) -> None:
+    """Die by ``sig`` like a crashed binary (no core file); exit 128+sig if it is blocked."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _signal.signal(sig, _signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    sys.exit(128 + sig)
+
+
+def main() -> None:
+    """Forward this exec to the warm executor and mirror its outcome."""
+    for sig in (_signal.SIGINT, _signal.SIGPIPE):
+        _signal.signal(sig, _signal.SIG_DFL)
+    path = os.environ.get("HIL_EXECUTOR_SOCKET", SOCKET_PATH)
+    cwd = os.environ.get("HIL_DEVICE_CWD") or os.getcwd()
+    request = encode_request(sys.argv[1:], cwd, os.getpid())
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        conn.sendall(request)
+        header = _recv_exact(conn, RESPONSE_HEADER_BYTES)
+        exit_code = int.from_bytes(header[0:4], "big", signed=True)
+        sig = int.from_bytes(header[4:8], "big", signed=True)
+        out = _recv_exact(conn, int.from_bytes(header[8:12], "big"))
+        err = _recv_exact(conn, int.from_bytes(header[12:16], "big"))
+    except OSError as error:
+        sys.stderr.write(f"enn_executor_runner: hil virtual executor unreachable at {path}: {error}\n")
+        sys.exit(1)
+    finally:
+        conn.close()
+    sys.stdout.buffer.write(out)
+    sys.stdout.buffer.flush()
+    sys.stderr.buffer.write(err)
+    sys.stderr.buffer.flush()
+    if sig:
+        _die(sig)
+    sys.exit(exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,470 @@
+"""The virtual board's adb transport: the DEVICE side of adb over TCP, on 127.0.0.1 only.
+
+One `Transport` per TCP connection from the adb server (CNXN without AUTH), one `Stream`
+per OPEN, one service task per stream. Flow control follows the protocol: the host's OPEN
+permits our first WRTE, every later WRTE waits for the host's OKAY, and each incoming
+WRTE is acknowledged only when its service takes it. Services: `shell:`, `shell,v2,...:`,
+`exec:`, `sync:`, `reboot:`; anything else is refused with CLSE.
+
+`VirtualBoard` owns the listener, the device model, the warm executor and reboots:
+a reboot drops every transport, stops listening for `reboot_seconds`, listens again with
+`sys.boot_completed=0` and sets it to 1 `BOOT_COMPLETED_DELAY` seconds later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import socket
+import struct
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
+
+from hil.virtual import protocol
+from hil.virtual.device import Device
+from hil.virtual.protocol import A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
+from hil.virtual.sync import serve_sync
+
+log = logging.getLogger(__name__)
+
+LISTEN_HOST = "127.0.0.1"
+EMULATOR_PORTS = range(5555, 5586)
+"""Ports a starting adb server probes and registers as emulators: never listen there."""
+BOOT_COMPLETED_DELAY = 0.5
+"""Seconds between adbd coming back after a reboot and `sys.boot_completed=1`."""
+
+SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
+_SHELL_PACKET = struct.Struct("<BI")
+
+
+class StreamClosed(Exception):
+    """The host closed the stream (or the transport) while a service was writing."""
+
+
+class _Executor(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+class Stream:
+    """One adb stream: flow-controlled writes, acknowledged reads."""
+
+    def __init__(self, transport: Transport, local_id: int, remote_id: int) -> None:
+        self.transport = transport
+        self.local_id = local_id
+        self.remote_id = remote_id
+        self.closed = False
+        self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self._buffer = bytearray()
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def maxdata(self) -> int:
+        """The largest WRTE payload both sides accept."""
+        return self.transport.maxdata
+
+    def on_okay(self) -> None:
+        self._can_write.set()
+
+    def on_write(self, data: bytes) -> None:
+        self._inbox.put_nowait(data)
+
+    def on_close(self) -> None:
+        self.closed = True
+        self._can_write.set()
+
+    async def recv(self) -> bytes:
+        """The next WRTE payload from the host, acknowledged once taken."""
+        data = await self._inbox.get()
+        await self.transport.send(Message(A_OKAY, self.local_id, self.remote_id))
+        return data
+
+    async def readexactly(self, size: int) -> bytes:
+        """Exactly `size` bytes of the host's data, across WRTE boundaries."""
+        while len(self._buffer) < size:
+            self._buffer += await self.recv()
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    async def write(self, data: bytes) -> None:
+        """Send `data` in WRTEs of at most maxdata bytes, each after the host's OKAY."""
+        async with self._write_lock:
+            for offset in range(0, len(data), self.maxdata):
+                await self._can_write.wait()
+                if self.closed:
+                    raise StreamClosed
+                self._can_write.clear()
+                chunk = data[offset : offset + self.maxdata]
+                await self.transport.send(Message(A_WRTE, self.local_id, self.remote_id, chunk))
+
+    async def write_records(self, records: Iterable[bytes]) -> None:
+        """Send records packed into as few WRTEs as possible, never splitting a record
+        that fits in one (adbutils reads sync replies with bare `recv`)."""
+        batch = bytearray()
+        for record in records:
+            if batch and len(batch) + len(record) > self.maxdata:
+                await self.write(bytes(batch))
+                batch.clear()
+            batch += record
+        if batch:
+            await self.write(bytes(batch))
+
+
+Service = Callable[[Stream], Awaitable[None]]
+
+
+class Transport:
+    """One TCP connection from the adb server."""
+
+    def __init__(
+        self, board: VirtualBoard, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.board = board
+        self.reader = reader
+        self.writer = writer
+        self.version = protocol.DEVICE_VERSION
+        self.maxdata = protocol.DEVICE_MAXDATA
+        self._streams: dict[int, Stream] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._ids = itertools.count(1)
+
+    async def send(self, message: Message) -> None:
+        """Write one message to the host."""
+        if self.writer.is_closing():
+            raise StreamClosed
+        self.writer.write(protocol.encode(message, self.version))
+        await self.writer.drain()
+
+    async def _read_message(self) -> Message:
+        header = await self.reader.readexactly(protocol.HEADER_SIZE)
+        command, arg0, arg1, length = protocol.decode_header(header, protocol.DEVICE_MAXDATA)
+        data = await self.reader.readexactly(length) if length else b""
+        return Message(command, arg0, arg1, data)
+
+    async def run(self) -> None:
+        """Serve the connection until the host or a reboot drops it."""
+        peer = self.writer.get_extra_info("peername")
+        try:
+            while True:
+                message = await self._read_message()
+                await self._dispatch(message)
+        except (asyncio.IncompleteReadError, ConnectionError, StreamClosed):
+            log.info("transport from %s closed", peer)
+        except protocol.ProtocolError as exc:
+            log.warning("transport from %s: %s; dropping it", peer, exc)
+        finally:
+            await self._close_streams()
+            self.writer.close()
+
+    def abort(self) -> None:
+        """Drop the connection at once (a reboot)."""
+        self.writer.transport.abort()
+
+    async def _dispatch(self, message: Message) -> None:
+        if message.command == A_CNXN:
+            await self._connect(message)
+        elif message.command == A_OPEN:
+            await self._open(message)
+        elif message.command == A_OKAY:
+            stream = self._streams.get(message.arg1)
+            if stream is not None:
+                stream.on_okay()
+        elif message.command == A_WRTE:
+            stream = self._streams.get(message.arg1)
+            if stream is not None:
+                stream.on_write(message.data)
+        elif message.command == A_CLSE:
+            await self._host_closed(message.arg1)
+        else:
+            log.debug("ignoring %s", message.name)
+
+    async def _connect(self, message: Message) -> None:
+        await self._close_streams()
+        self.version, self.maxdata = protocol.negotiate(message.arg0, message.arg1)
+        log.info(
+            "CNXN from %r: version 0x%08x, maxdata %d",
+            message.data.rstrip(b"\0").decode(errors="replace")[:80],
+            self.version,
+            self.maxdata,
+        )
+        banner = self.board.device.banner()
+        await self.send(Message(A_CNXN, self.version, protocol.DEVICE_MAXDATA, banner))
+
+    async def _open(self, message: Message) -> None:
+        name = message.data.rstrip(b"\0").decode(errors="replace")
+        service = self.board.service(name)
+        if service is None:
+            log.info("refusing unknown service %r", name)
+            await self.send(Message(A_CLSE, 0, message.arg0))
+            return
+        local_id = next(self._ids)
+        stream = Stream(self, local_id, message.arg0)
+        self._streams[local_id] = stream
+        await self.send(Message(A_OKAY, local_id, message.arg0))
+        log.debug("stream %d: %s", local_id, name)
+        self._tasks[local_id] = asyncio.create_task(self._serve(stream, service, name))
+
+    async def _serve(self, stream: Stream, service: Service, name: str) -> None:
+        try:
+            await service(stream)
+        except (StreamClosed, ConnectionError):
+            log.debug("stream %d (%s): host went away", stream.local_id, name)
+        except Exception:
+            log.exception("stream %d (%s) failed", stream.local_id, name)
+        finally:
+            self._tasks.pop(stream.local_id, None)
+            self._streams.pop(stream.local_id, None)
+            if not stream.closed:
+                stream.on_close()
+                with contextlib.suppress(StreamClosed, ConnectionError):
+                    await self.send(Message(A_CLSE, stream.local_id, stream.remote_id))
+
+    async def _host_closed(self, local_id: int) -> None:
+        stream = self._streams.pop(local_id, None)
+        if stream is None:
+            return
+        stream.on_close()
+        task = self._tasks.pop(local_id, None)
+        if task is not None:
+            task.cancel()
+        await self.send(Message(A_CLSE, stream.local_id, stream.remote_id))
+
+    async def _close_streams(self) -> None:
+        for stream in self._streams.values():
+            stream.on_close()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._streams.clear()
+        self._tasks.clear()
+
+
+def _parse_shell(name: str) -> tuple[bool, dict[str, str], str | None] | None:
+    """(v2, env, command) of a `shell[,ARG...]:COMMAND` service; None if not a shell."""
+    head, sep, command = name.partition(":")
+    args = head.split(",")
+    if not sep or args[0] != "shell":
+        return None
+    env = {}
+    for arg in args[1:]:
+        if arg.startswith("TERM="):
+            env["TERM"] = arg.removeprefix("TERM=")
+    return "v2" in args[1:], env, command or None
+
+
+def exit_status(returncode: int) -> int:
+    """A shell's exit status: the code, or 128+N for a process killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class VirtualBoard:
+    """The board process: listener, transports, services, reboots and the executor."""
+
+    def __init__(self, device: Device, port: int, reboot_seconds: float) -> None:
+        self.device = device
+        self.port = port
+        self.reboot_seconds = reboot_seconds
+        self._server: asyncio.Server | None = None
+        self._transports: dict[Transport, asyncio.Task[None]] = {}
+        self._reboot_task: asyncio.Task[None] | None = None
+        self._boot_task: asyncio.Task[None] | None = None
+        self._control_fd: int | None = None
+        self._control_buffer = b""
+        self._executor: _Executor | None = None
+
+    async def start(self) -> None:
+        """Prepare the device, start the executor and listen; the board is booted."""
+        self.device.prepare()
+        self.device.log("hil virtual board booting")
+        self._executor = self._start_executor()
+        self._control_fd = os.open(self.device.control_path, os.O_RDWR | os.O_NONBLOCK)
+        asyncio.get_running_loop().add_reader(self._control_fd, self._on_control)
+        await self._listen()
+        self._set_boot_completed()
+
+    async def stop(self) -> None:
+        """Stop listening, drop every transport (killing running commands), stop the
+        executor."""
+        for task in (self._reboot_task, self._boot_task):
+            if task is not None:
+                task.cancel()
+        await self._drop_transports()
+        if self._control_fd is not None:
+            asyncio.get_running_loop().remove_reader(self._control_fd)
+            os.close(self._control_fd)
+            self._control_fd = None
+        if self._executor is not None:
+            self._executor.stop()
+            self._executor = None
+
+    def _start_executor(self) -> _Executor | None:
+        try:
+            from hil.virtual.executor import WarmExecutor
+        except ImportError as exc:
+            log.warning("no warm executor (%s): running without %s", exc,
+                        self.device.executor_socket)
+            return None
+        executor = WarmExecutor(self.device.fs, self.device.executor_socket)
+        executor.start()
+        return executor
+
+    async def _listen(self) -> None:
+        while True:
+            server = await asyncio.start_server(self._accept, LISTEN_HOST, self.port)
+            port = server.sockets[0].getsockname()[1]
+            if port not in EMULATOR_PORTS:
+                break
+            server.close()
+        self._server = server
+        self.port = port
+        log.info("listening on %s:%d", LISTEN_HOST, port)
+
+    async def _drop_transports(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for transport in list(self._transports):
+            transport.abort()
+        await asyncio.gather(*self._transports.values(), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = Transport(self, reader, writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._transports[transport] = task
+        try:
+            await transport.run()
+        finally:
+            self._transports.pop(transport, None)
+
+    def _set_boot_completed(self) -> None:
+        self.device.set_property("sys.boot_completed", "1")
+        self.device.log("boot completed")
+        log.info("boot completed")
+
+    def request_reboot(self, reason: str) -> None:
+        """Reboot soon (once, however often asked while rebooting)."""
+        if self._reboot_task is None or self._reboot_task.done():
+            self._reboot_task = asyncio.create_task(self._reboot(reason))
+
+    async def _reboot(self, reason: str) -> None:
+        log.info("rebooting (%s): down for %.1f s", reason, self.reboot_seconds)
+        self.device.log(f"reboot requested ({reason})")
+        if self._boot_task is not None:
+            self._boot_task.cancel()
+        self.device.set_property("sys.boot_completed", "0")
+        await self._drop_transports()
+        await asyncio.sleep(self.reboot_seconds)
+        self.device.log("hil virtual board booting")
+        await self._listen()
+        self._boot_task = asyncio.create_task(self._finish_boot())
+
+    async def _finish_boot(self) -> None:
+        await asyncio.sleep(BOOT_COMPLETED_DELAY)
+        self._set_boot_completed()
+
+    def _on_control(self) -> None:
+        assert self._control_fd is not None
+        try:
+            self._control_buffer += os.read(self._control_fd, 4096)
+        except BlockingIOError:
+            return
+        *lines, self._control_buffer = self._control_buffer.split(b"\n")
+        for line in lines:
+            words = line.decode(errors="replace").split()
+            if words and words[0] == "reboot":
+                self.request_reboot(" ".join(["reboot command", *words[1:]]))
+            elif words:
+                log.warning("unknown control request %r", line)
+
+    def service(self, name: str) -> Service | None:
+        """The handler of an OPEN's service name, or None to refuse it."""
+        shell = _parse_shell(name)
+        if shell is not None:
+            v2, env, command = shell
+            return lambda stream: self._shell(stream, command, env, v2)
+        if name.startswith("exec:"):
+            command = name.removeprefix("exec:")
+            return lambda stream: self._shell(stream, command, {}, False)
+        if name == "sync:":
+            return lambda stream: serve_sync(stream, self.device)
+        if name.startswith("reboot:"):
+            return lambda stream: self._reboot_service(stream, name.removeprefix("reboot:"))
+        return None
+
+    async def _reboot_service(self, stream: Stream, target: str) -> None:
+        self.request_reboot(f"adb reboot {target}".strip())
+        await asyncio.Future()  # the reboot drops the transport and cancels this
+
+    async def _shell(
+        self, stream: Stream, command: str | None, env: dict[str, str], v2: bool
+    ) -> None:
+        """Run a command in the sandbox and stream its output: shell v2 packets
+        (stdout, stderr, exit) or, for v1 and exec, raw merged output."""
+        proc = await self.device.spawn(command, env, merge_stderr=not v2)
+        assert proc.stdin is not None and proc.stdout is not None
+        pumps = [asyncio.create_task(_pump_out(stream, proc.stdout, SHELL_STDOUT if v2 else None))]
+        if v2:
+            assert proc.stderr is not None
+            pumps.append(asyncio.create_task(_pump_out(stream, proc.stderr, SHELL_STDERR)))
+        feeder = asyncio.create_task(_pump_in(stream, proc.stdin, v2))
+        finished = False
+        try:
+            await asyncio.gather(*pumps)
+            status = exit_status(await proc.wait())
+            if v2:
+                await stream.write(_SHELL_PACKET.pack(SHELL_EXIT, 1) + bytes([status & 0xFF]))
+            finished = True
+        finally:
+            for task in [*pumps, feeder]:
+                task.cancel()
+            await asyncio.gather(*pumps, feeder, return_exceptions=True)
+            if not finished:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+
+async def _pump_out(stream: Stream, reader: asyncio.StreamReader, packet_id: int | None) -> None:
+    """Forward a command's output as it comes, as shell v2 packets when `packet_id`."""
+    size = stream.maxdata - (_SHELL_PACKET.size if packet_id is not None else 0)
+    while data := await reader.read(size):
+        if packet_id is not None:
+            data = _SHELL_PACKET.pack(packet_id, len(data)) + data
+        await stream.write(data)
+
+
+async def _pump_in(stream: Stream, stdin: asyncio.StreamWriter, v2: bool) -> None:
+    """Feed the host's data to the command's stdin (shell v2: stdin and close-stdin
+    packets; v1: the raw stream)."""
+    while True:
+        if v2:
+            packet_id, size = _SHELL_PACKET.unpack(await stream.readexactly(_SHELL_PACKET.size))
+            data = await stream.readexactly(size)
+            if packet_id == SHELL_CLOSE_STDIN:
+                stdin.close()
+                continue
+            if packet_id != SHELL_STDIN:
+                continue
+        else:
+            data = await stream.recv()
+        if stdin.is_closing():
+            continue
+        try:
+            stdin.write(data)
+            await stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            stdin.close()

@@ -1,0 +1,32 @@
+"""Shared fixtures: a private adb server and virtual boards, real processes stopped by PID."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import adbutils
+import pytest
+
+from hil.adbserver import AdbServer
+from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+
+
+@pytest.fixture(scope="session")
+def adb_server() -> Iterator[AdbServer]:
+    """A private adb server (never on 5037) for the whole session."""
+    with AdbServer(socket_timeout=30.0) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def virtual_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProcess]:
+    """A virtual E9955 board with its root in a temporary folder."""
+    board = start_virtual_board(tmp_path_factory.mktemp("board"), "E9955", "hil-test-e9955")
+    with board:
+        yield board
+
+
+@pytest.fixture(scope="session")
+def board_device(adb_server: AdbServer, virtual_board: VirtualBoardProcess) -> adbutils.AdbDevice:
+    """The virtual board as an adbutils device of the private server."""
+    return adb_server.connect(virtual_board.address, timeout=30.0)

@@ -1,0 +1,73 @@
+"""The `hil` command line: fast help, and one-line exit-3 errors for bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def hil(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hil", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_help_does_not_import_torch():
+    code = (
+        "import sys, hil.cli as c; c.build_parser().format_help(); "
+        "import json; print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('torch', 'executorch', 'adbutils'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+    assert hil("--help").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--suite", "nope"], "--suite: unknown suite 'nope'"),
+        (["--chipset", "E1234"], "--chipset: unknown value 'E1234'"),
+        (["--board", "bad board!"], "--board: 'bad board!' is not virtual"),
+        (["--board", "virtual:0"], "--board: 'virtual:0'"),
+        (["--suite", "does/not/exist.yaml"], "manifest file not found: does/not/exist.yaml"),
+        (["--shard", "3/2"], "--shard: '3/2' is out of range"),
+        (["--precision", "int4"], "--precision: unknown value 'int4'"),
+        (["--flow", "tpu"], "--flow: unknown value 'tpu'"),
+        (["--timeout", "0"], "--timeout: 0.0 is out of range"),
+        (["--retries", "many"], "argument --retries: invalid int value"),
+        (["--filter", "no_such_case*"], "no case matches"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_3(tmp_path, args, expected):
+    done = hil("run", "--out", str(tmp_path / "out"), *args)
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("hil: error: ") and expected in lines[0]
+
+
+def test_enn_flow_without_sdk_says_so_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("EXYNOS_AI_LITECORE_ROOT", raising=False)
+    done = hil("run", "--flow", "enn", "--out", str(tmp_path / "out"))
+    assert done.returncode == 3
+    assert done.stderr.strip().startswith(
+        "hil: error: LITECORE SDK not found: set EXYNOS_AI_LITECORE_ROOT"
+    )
+
+
+def test_hostile_board_and_filter_never_reach_a_shell(tmp_path):
+    marker = tmp_path / "pwned"
+    for args in (
+        ["--board", f"$(touch {marker})"],
+        ["--board", f"x;touch {marker}"],
+        ["--filter", f"`touch {marker}`"],
+    ):
+        done = hil("run", "--out", str(tmp_path / "out"), *args)
+        assert done.returncode == 3
+        assert not marker.exists()

@@ -1,0 +1,82 @@
+"""Whole runs through the real adb server, adbutils and a virtual board."""
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import xmlschema
+from junitparser import JUnitXml
+
+REPO = Path(__file__).resolve().parents[1]
+XSD = REPO.parent / "shared" / "schemas" / "junit-10.xsd"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+pytestmark = pytest.mark.slow
+
+
+def hil_run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    junit, results = tmp / "out.xml", tmp / "r.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "hil", "run", "--board", "virtual", "--out", str(tmp / "out"),
+         "--junit", str(junit), "--results", str(results), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )
+    return done, junit, results
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    return hil_run(tmp_path_factory.mktemp("smoke"), "--suite", "smoke")
+
+
+def test_smoke_on_a_virtual_board_passes(smoke_run):
+    done, junit, results = smoke_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(results.read_text())
+    assert doc["run"]["status"] == "complete"
+    assert doc["run"]["virtual"] is True and doc["run"]["flow"] == "xnnpack"
+    assert [b["chipset"] for b in doc["run"]["boards"]] == ["E9955"]
+    assert len(doc["cases"]) >= 6
+    for case in doc["cases"]:
+        assert case["verdict"] == "PASS", case
+        assert case["board"] == "virtual-0"
+        assert case["outputs"] and all(o["ok"] for o in case["outputs"])
+        assert case["latency_ms"]["avg"] >= 0
+        assert "VIRTUAL" in case["logs"]["runner"]
+    assert "VIRTUAL" in done.stdout
+
+
+def test_smoke_junit_parses_and_validates(smoke_run):
+    _, junit, results = smoke_run
+    cases = json.loads(results.read_text())["cases"]
+    xml = JUnitXml.fromfile(str(junit))
+    testcases = [tc for suite in xml for tc in suite]
+    assert sorted(tc.name for tc in testcases) == sorted(c["id"] for c in cases)
+    assert all(tc.classname == "smoke.fp32" for tc in testcases)
+    assert sum(suite.failures + suite.errors for suite in xml) == 0
+    if not XSD.exists():
+        pytest.skip(f"no xsd at {XSD}")
+    tree = ET.parse(junit)
+    for element in tree.iter():
+        element.attrib.pop("disabled", None)
+        if element.tag == "testcase":
+            element.attrib.pop("file", None)
+            element.attrib.pop("line", None)
+    xmlschema.XMLSchema(str(XSD)).validate(ET.tostring(tree.getroot(), encoding="unicode"))
+
+
+def test_impossible_tolerance_is_a_mismatch_with_exit_1(tmp_path):
+    done, junit, results = hil_run(tmp_path, "--suite", str(FIXTURES / "mismatch.yaml"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    verdicts = {c["id"]: c for c in json.loads(results.read_text())["cases"]}
+    assert verdicts["mlp_ok"]["verdict"] == "PASS"
+    bad = verdicts["export_differs"]
+    assert bad["verdict"] == "FAIL_MISMATCH"
+    assert re.search(r"output 0: max abs error 0\.5 exceeds tolerance \(atol 0\.01", bad["message"])
+    failures = [tc for suite in JUnitXml.fromfile(str(junit)) for tc in suite if tc.result]
+    assert [tc.name for tc in failures] == ["export_differs"]
+    assert "max abs error 0.5" in failures[0].result[0].message
