@@ -4,4 +4,5 @@ import sys
 
 from hil.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned worker re-imports it
+    sys.exit(main())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -60,8 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="lower cases, run them on boards, report")
     _add_selection(run)
     run.add_argument("--board", action="append", default=[], metavar="SPEC",
-                     help="virtual, virtual:N, an adb serial or HOST:PORT; repeatable "
-                          "(default: virtual)")
+                     help="virtual, virtual:N, an adb serial or HOST:PORT, or the name of an "
+                          "--inventory board; repeatable (default: virtual, or the inventory)")
+    run.add_argument("--inventory", metavar="FILE",
+                     help="board inventory YAML (name, adb, chipset, console, power, tags)")
+    run.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
+                     help="a board silent this long is lost: ERROR_INFRA (default: 30)")
+    run.add_argument("--boot-timeout", type=float, default=120.0, metavar="S",
+                     help="longest reboot or power cycle during recovery (default: 120)")
     run.add_argument("--out", default="hil-out", metavar="DIR",
                      help="folder for artifacts and outputs (default: hil-out)")
     run.add_argument("--junit", metavar="PATH", help="JUnit XML path (default: OUT/junit.xml)")
@@ -75,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="timed runner executions per case (default: 1)")
     run.add_argument("--warmup", type=int, default=0, metavar="N",
                      help="untimed runner executions first (default: 0)")
+    run.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                     help="lowering worker processes (default: 2, or 1 on a 1-core machine)")
+    run.add_argument("--no-cache", action="store_true",
+                     help="lower everything again; do not read or write the artifact cache")
+    run.add_argument("--cache-dir", metavar="DIR",
+                     help="artifact cache (default: $HIL_CACHE_DIR or ~/.cache/exynos-hil/artifacts)")
+    run.add_argument("--virtual-link", default="none", metavar="none|usb2|usb3",
+                     help="shape the virtual boards' adb link like a USB cable (default: none)")
     run.add_argument("--runner", metavar="PATH",
                      help="enn_executor_runner for real boards (virtual boards bring their own)")
 
@@ -85,6 +100,38 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="re-render JUnit and the table from results.json")
     report.add_argument("results", metavar="RESULTS_JSON")
     report.add_argument("--junit", metavar="PATH", help="write JUnit XML here")
+    report.add_argument("--summary", metavar="PATH", help="write the Markdown step summary here")
+    report.add_argument("--github", action="store_true",
+                        help="also print GitHub workflow commands (groups, annotations) and "
+                             "append the summary to $GITHUB_STEP_SUMMARY")
+
+    merge = sub.add_parser("merge", help="merge the results.json of shards into one")
+    merge.add_argument("inputs", nargs="+", metavar="RESULTS_JSON")
+    merge.add_argument("--out", required=True, metavar="PATH", help="merged results.json")
+    merge.add_argument("--junit", metavar="PATH", help="write JUnit XML of the merge here")
+
+    compare = sub.add_parser("compare", help="latency and accuracy regressions between runs")
+    compare.add_argument("base", metavar="BASE_JSON")
+    compare.add_argument("new", metavar="NEW_JSON")
+    compare.add_argument("more", nargs="*", metavar="MORE_JSON",
+                         help="further results files for the --plot trend")
+    compare.add_argument("--threshold", default="10%", metavar="PCT",
+                         help="relative growth that is a regression (default: 10%%)")
+    compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
+
+    boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
+    boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")
+    boards.add_argument("--board", action="append", default=[], metavar="SPEC",
+                        help="an inventory board's name, or virtual, an adb serial, HOST:PORT")
+    boards.add_argument("--check", action="store_true",
+                        help="full preflight (chipset, aarch64, free space, ENN vendor library, "
+                             "runner, console); exit 2 when a board has a problem")
+    boards.add_argument("--chipset", metavar="|".join(CHIPSET_CHOICES),
+                        help="also require this chipset")
+    boards.add_argument("--runner", metavar="PATH",
+                        help="enn_executor_runner to compare with the installed one")
+    boards.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
+                        help="how long to wait for a board (default: 30)")
 
     board = sub.add_parser("virtual-board", help="run a virtual Exynos board (adb device side)")
     from hil.virtual.main import add_arguments
@@ -135,15 +182,10 @@ def _resolve_flow(requested: str, any_virtual: bool) -> tuple[str, str]:
     return "enn", "auto: LITECORE SDK and real board -> enn"
 
 
-def _print_record(record: dict[str, Any]) -> None:
-    errors = [o["max_abs"] for o in record.get("outputs", []) if o.get("max_abs") is not None]
-    worst = f" max_abs={max(errors):.3g}" if errors else ""
-    message = f"  {record['message']}" if record["message"] else ""
-    sys.stdout.write(
-        f"{record['verdict']:<16} {record['classname']}.{record['id']} "
-        f"[{record['board'] or '-'}]{worst}{message}\n"
-    )
-    sys.stdout.flush()
+def _cache_dir(flag: str | None) -> Path:
+    from hil.lower.cache import default_cache_dir
+
+    return Path(flag) if flag else default_cache_dir()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -154,20 +196,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     """`hil run`: the whole pipeline."""
     from hil.board.spec import parse_boards
 
-    for name in ("timeout", "retries", "iterations", "warmup"):
+    for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
+                 "boot_timeout"):
         value = getattr(args, name)
-        if value < (1 if name in ("timeout", "iterations") else 0):
-            raise UsageError(f"--{name}: {value} is out of range")
-    boards = parse_boards(args.board)
+        if value < (0 if name in ("retries", "warmup") else 1):
+            raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
+    inventory = _inventory(args.inventory)
+    entries = _board_entries(inventory, args.board)
+    boards = [] if inventory else parse_boards(args.board)
     cases, shard = _select_cases(args)
-    flow, flow_reason = _resolve_flow(args.flow, any(b.virtual for b in boards))
+    flow, flow_reason = _resolve_flow(args.flow, any(e.virtual for e in entries))
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
         raise UsageError(f"--runner: file not found: {runner}")
     out = Path(args.out)
 
     from hil.report.console import render_table
+    from hil.report.github import in_github_actions
     from hil.report.junit import write_junit
+    from hil.report.progress import make_progress
     from hil.run import Run, RunOptions
     from hil.verdict import Verdict, exit_code
 
@@ -179,21 +226,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         shard=shard, timeout_s=args.timeout, retries=args.retries,
         iterations=args.iterations, warmup=args.warmup, runner=runner,
         command=tuple(["hil", *sys.argv[1:]]),
+        cache_dir=None if args.no_cache else _cache_dir(args.cache_dir),
+        jobs=args.jobs,
+        virtual_link=_choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
+        inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
+        boot_timeout_s=args.boot_timeout,
     )
     sys.stdout.write(
         f"hil run {len(cases)} case(s), flow {flow} ({flow_reason}), chipset {args.chipset}, "
-        f"boards: {', '.join(args.board or ['virtual'])}\n"
+        f"boards: {', '.join(e.name for e in entries)}\n"
     )
     signal.signal(signal.SIGTERM, _interrupt)
-    the_run = Run(options, on_record=_print_record)
+    progress = make_progress(len(cases))
+    the_run = Run(options, on_record=progress.on_record)
     interrupted = False
     try:
         the_run.execute()
     except KeyboardInterrupt:
         interrupted = True
+    finally:
+        progress.close()
     results = the_run.writer.document
     write_junit(results, options.junit_path)
     render_table(results)
+    if in_github_actions():
+        _emit_github(results)
     sys.stdout.write(f"JUnit: {options.junit_path}\nresults: {options.results_path}\n")
     if interrupted:
         sys.stderr.write("hil: interrupted; results so far are written\n")
@@ -204,6 +261,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stderr.write("hil: no usable board\n")
         return EXIT_INFRA
     return exit_code(Verdict(r["verdict"]) for r in the_run.records)
+
+
+def _inventory(path: str | None) -> list[Any]:
+    from hil.board.inventory import load_inventory
+
+    return load_inventory(Path(path)) if path else []
+
+
+def _board_entries(inventory: list[Any], board_args: list[str]) -> list[Any]:
+    from hil.board.inventory import select_boards
+
+    return select_boards(inventory, board_args)
+
+
+def cmd_boards(args: argparse.Namespace) -> int:
+    """`hil boards`: a table of the boards; with --check, the full preflight."""
+    from hil.board.preflight import preflight, render
+
+    if args.chipset is not None:
+        _choice(args.chipset, CHIPSET_CHOICES, "--chipset")
+    if args.idle_timeout <= 0:
+        raise UsageError(f"--idle-timeout: {args.idle_timeout} is out of range")
+    runner = Path(args.runner) if args.runner else None
+    if runner is not None and not runner.is_file():
+        raise UsageError(f"--runner: file not found: {runner}")
+    inventory = _inventory(args.inventory)
+    if not inventory and not args.board:
+        raise UsageError("hil boards: name the boards with --inventory FILE or --board SPEC")
+    entries = _board_entries(inventory, args.board)
+    reports = preflight(entries, args.check, args.chipset, runner, args.idle_timeout)
+    sys.stdout.write(render(reports))
+    return EXIT_INFRA if any(report.problems for report in reports) else 0
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
@@ -235,8 +324,65 @@ def cmd_report(args: argparse.Namespace) -> int:
     results = load_results(Path(args.results))
     if args.junit:
         write_junit(results, Path(args.junit))
+    if args.summary:
+        from hil.report.results import atomic_write_text
+        from hil.report.summary import render_summary
+
+        atomic_write_text(Path(args.summary), render_summary(results))
     render_table(results)
+    if args.github:
+        _emit_github(results)
     return exit_code(Verdict(c["verdict"]) for c in results["cases"])
+
+
+def _emit_github(results: dict[str, Any]) -> None:
+    """Groups and annotations on stdout; the step summary appended to $GITHUB_STEP_SUMMARY."""
+    from hil.report.github import emit_github
+
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    sys.stdout.flush()
+    emit_github(results, sys.stdout, Path(summary) if summary else None)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """`hil merge`: shards' results.json → one results.json (and JUnit)."""
+    from hil.report.console import format_totals
+    from hil.report.junit import write_junit
+    from hil.report.merge import merge_results
+    from hil.report.results import load_results, save_results
+    from hil.verdict import Verdict, exit_code
+
+    merged = merge_results([(Path(p), load_results(Path(p))) for p in args.inputs])
+    save_results(merged, Path(args.out))
+    if args.junit:
+        write_junit(merged, Path(args.junit))
+    sys.stdout.write(
+        f"merged {len(args.inputs)} file(s), {len(merged['cases'])} case(s) -> {args.out}: "
+        f"{format_totals(merged)}\n"
+    )
+    if merged["run"].get("missing_shards"):
+        sys.stderr.write(f"hil: warning: shard(s) missing: {', '.join(merged['run']['missing_shards'])}\n")
+    return exit_code(Verdict(c["verdict"]) for c in merged["cases"])
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """`hil compare`: regressions of NEW against BASE as Markdown; exit 1 on a regression."""
+    from hil.report.compare import compare_results, parse_threshold, render_markdown
+    from hil.report.results import load_results
+
+    threshold = parse_threshold(args.threshold)
+    if args.more and not args.plot:
+        raise UsageError("compare: extra results files are only used by --plot PNG")
+    paths = [Path(args.base), Path(args.new), *(Path(p) for p in args.more)]
+    documents = [(path, load_results(path)) for path in paths]
+    comparison = compare_results(documents[0][1], documents[1][1], threshold)
+    sys.stdout.write(render_markdown(comparison, paths[0], paths[1]))
+    if args.plot:
+        from hil.report.plot import plot_trend
+
+        drawn = plot_trend(documents, Path(args.plot))
+        sys.stdout.write(f"\ntrend plot: {args.plot} ({drawn} case(s), {len(documents)} runs)\n")
+    return 1 if comparison.regressions else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hil.virtual.main import run as run_virtual_board
 
             return run_virtual_board(args)
-        handlers = {"run": cmd_run, "lower": cmd_lower, "report": cmd_report}
+        handlers = {"run": cmd_run, "boards": cmd_boards, "lower": cmd_lower, "report": cmd_report,
+                    "merge": cmd_merge, "compare": cmd_compare}
         return handlers[args.command](args)
     except UsageError as exc:
         sys.stderr.write(f"hil: error: {exc}\n")

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import signal
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from hil.board.adb import Execution
 from hil.cases.case import Case
+from hil.checkers import CheckResult, run_checker
 from hil.lower.artifact import Artifact, read_raw
-from hil.verdict import OutputComparison, Verdict, compare_outputs
+from hil.verdict import OutputComparison, Tolerance, Verdict, compare_output
 
 NPU_FLOWS = ("enn",)
 """Flows on which `Case.expect_delegated` is required, not just recorded."""
@@ -21,6 +27,29 @@ class Judgement:
     verdict: Verdict
     message: str
     comparisons: tuple[OutputComparison, ...] = ()
+    tolerances: tuple[tuple[Tolerance, str], ...] = ()
+    """Per output, the tolerance applied and the rule that gave its atol."""
+    cosine: tuple[float, ...] = ()
+    """Per output, cosine similarity of the board's output with the reference."""
+    check: CheckResult | None = None
+    """The case's quantization checker, when it has one and the outputs were read."""
+
+    def output_records(self) -> list[dict[str, Any]]:
+        """The `outputs` entries of the case's results record."""
+        return [
+            {"index": c.index, "shape": list(c.shape), "dtype": c.dtype,
+             "max_abs": c.max_abs, "max_rel": c.max_rel, "mae": c.mae, "sqnr_db": c.sqnr_db,
+             "cosine": cos, "atol": tol.atol, "rtol": tol.rtol, "min_sqnr_db": tol.min_sqnr_db,
+             "atol_rule": rule, "ok": c.ok}
+            for c, cos, (tol, rule) in zip(self.comparisons, self.cosine, self.tolerances, strict=True)
+        ]
+
+    def checker_record(self) -> dict[str, Any] | None:
+        """The `checker` entry of the case's results record (None without a checker)."""
+        if self.check is None:
+            return None
+        return {"name": self.check.name, "ok": self.check.ok, "metrics": self.check.metrics,
+                "reason": self.check.reason}
 
 
 def _signal_name(number: int) -> str:
@@ -34,6 +63,28 @@ def missing_delegation(case: Case, artifact: Artifact) -> list[str]:
     """Ops the case expects inside a delegate that are not there."""
     delegated = {name.split(".")[1] if "." in name else name for name in artifact.delegated_ops}
     return [op for op in case.expect_delegated if op not in delegated]
+
+
+def output_tolerance(case: Case, artifact: Artifact, index: int) -> tuple[Tolerance, str]:
+    """The tolerance of output `index` and the rule that gave its atol: for A8W8, the case's
+    atol plus `atol_scale_steps` steps of the output's quantization scale."""
+    base = case.tolerance
+    scale = artifact.output_scale(index)
+    if case.atol_scale_steps and scale is not None:
+        atol = base.atol + case.atol_scale_steps * scale
+        rule = f"{base.atol:g} + {case.atol_scale_steps:g} x output scale {scale:.6g}"
+        return dataclasses.replace(base, atol=atol), rule
+    return base, "case atol"
+
+
+def cosine_similarity(reference: np.ndarray, actual: np.ndarray) -> float:
+    """Cosine of the angle between the flattened outputs (1.0 when both are all zeros)."""
+    ref = np.nan_to_num(reference.astype(np.float64).ravel())
+    act = np.nan_to_num(actual.astype(np.float64).ravel())
+    norms = float(np.linalg.norm(ref) * np.linalg.norm(act))
+    if norms == 0.0:
+        return 1.0 if not ref.any() and not act.any() else 0.0
+    return float(np.dot(ref, act) / norms) if math.isfinite(norms) else math.nan
 
 
 def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:
@@ -57,19 +108,41 @@ def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:
         except ValueError as exc:
             return Judgement(Verdict.FAIL_RUN, f"output {index}: {exc}")
     references = [artifact.read_reference(i) for i in range(len(artifact.outputs))]
-    comparisons = tuple(compare_outputs(references, actuals, case.tolerance))
+    tolerances = tuple(output_tolerance(case, artifact, i) for i in range(len(references)))
+    comparisons = tuple(
+        compare_output(i, ref, act, tol)
+        for i, (ref, act, (tol, _)) in enumerate(zip(references, actuals, tolerances, strict=True))
+    )
+    cosine = tuple(
+        cosine_similarity(ref, act) if ref.shape == act.shape else math.nan
+        for ref, act in zip(references, actuals, strict=True)
+    )
+    check = None
+    if case.checker is not None:
+        fp32 = [artifact.read_fp32_reference(i) for i in range(len(references))]
+        check = run_checker(case.checker, actuals, fp32, artifact.read_targets())
+    details = {"comparisons": comparisons, "tolerances": tolerances, "cosine": cosine,
+               "check": check}
     bad = [c for c in comparisons if not c.ok]
     if bad:
         extra = f" (+{len(bad) - 1} more outputs)" if len(bad) > 1 else ""
-        return Judgement(Verdict.FAIL_MISMATCH, bad[0].reason + extra, comparisons)
+        return Judgement(Verdict.FAIL_MISMATCH, bad[0].reason + extra, **details)
+    if check is not None and not check.ok:
+        return Judgement(Verdict.FAIL_MISMATCH, f"checker {check.name}: {check.reason}", **details)
     missing = missing_delegation(case, artifact)
     if missing and artifact.flow in NPU_FLOWS:
+        if case.require_delegation:
+            return Judgement(
+                Verdict.FAIL_LOWER,
+                f"not delegated on {artifact.flow} (the case requires it): {', '.join(missing)}",
+                **details,
+            )
         return Judgement(
             Verdict.PASS_UNDELEGATED,
             f"passed, but not delegated on {artifact.flow}: {', '.join(missing)}",
-            comparisons,
+            **details,
         )
-    return Judgement(Verdict.PASS, "", comparisons)
+    return Judgement(Verdict.PASS, "", **details)
 
 
 def _tail(execution: Execution) -> str:

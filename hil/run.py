@@ -7,6 +7,7 @@ from which JUnit and the console table are rendered.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -25,9 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from hil import __version__
+from hil.board.inventory import InventoryEntry, from_specs
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.report.junit import write_junit
 from hil.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -36,10 +40,8 @@ CHIPSETS = ("E9955", "E9965")
 """Exynos chipsets the ENN backend supports (`SamsungChipset`)."""
 
 QUARANTINE_AFTER = 2
-"""Consecutive infrastructure errors after which a board is taken out of the run."""
-
-VIRTUAL_RUNNER = Path(__file__).parent / "virtual" / "runner_front.py"
-"""What hil installs as `enn_executor_runner` on a virtual board."""
+"""Consecutive infrastructure errors after which a board is taken out of the run, even when
+the recovery ladder brought it back each time."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,18 @@ class RunOptions:
     warmup: int = 0
     runner: Path | None = None
     command: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+    """Artifact cache folder; None disables the cache."""
+    jobs: int = 2
+    """Lowering worker processes."""
+    virtual_link: str = "none"
+    """Link shaping of the virtual boards hil starts (`none`, `usb2`, `usb3`)."""
+    inventory: tuple[InventoryEntry, ...] = ()
+    """The boards, from `--inventory` and `--board`; empty: one per `boards` spec."""
+    idle_timeout_s: float = 30.0
+    """A board silent this long is lost (ERROR_INFRA); also the limit of a reconnect."""
+    boot_timeout_s: float = 120.0
+    """The limit of a reboot or power cycle, until `sys.boot_completed=1`."""
 
 
 @dataclass
@@ -70,7 +84,10 @@ class _Work:
     index: int
     case: Case
     artifact: Any
+    cached: bool = False
     tried_on: list[str] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """Earlier attempts that ended in ERROR_INFRA: board, verdict, message."""
 
 
 def new_run_id() -> str:
@@ -126,6 +143,7 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "pte_bytes": None,
         "delegation": None,
         "outputs": [],
+        "checker": None,
         "logs": {},
         "tags": list(case.tags),
     }
@@ -144,6 +162,7 @@ class Run:
         self.options = options
         self.on_record = on_record
         self.run_id = new_run_id()
+        self.entries = list(options.inventory) or from_specs(options.boards)
         self.meta: dict[str, Any] = {
             "id": self.run_id,
             "status": "running",
@@ -155,13 +174,15 @@ class Run:
             "flow": options.flow,
             "flow_reason": options.flow_reason,
             "chipset": options.chipset,
-            "virtual": any(b.virtual for b in options.boards),
+            "virtual": any(e.virtual for e in self.entries),
             "git_sha": _git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}",
             "boards": [],
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.writer = ResultsWriter(options.results_path, self.meta)
+        options.junit_path.parent.mkdir(parents=True, exist_ok=True)
+        write_junit(self.writer.document, options.junit_path)
         self._lock = threading.Lock()
         self._queue: queue.Queue[_Work] = queue.Queue()
         self._pending = 0
@@ -169,8 +190,13 @@ class Run:
         self._stop = threading.Event()
         self._live_boards: set[str] = set()
         self._boards_settled = threading.Event()
-        self._starting = len(options.boards)
+        self._starting = len(self.entries)
+        self._recoveries: dict[str, Any] = {}
+        self.keeper: Any = None
+        """The ServerKeeper that restarts the run's adb server when it dies."""
         self.records: list[dict[str, Any]] = []
+        self._quarantined: set[str] = set()
+        self.lowered_from_cache = 0
 
     # -- results ------------------------------------------------------------------------
     def _record(self, record: dict[str, Any]) -> None:
@@ -179,6 +205,7 @@ class Run:
                 return  # interrupted: a case cut short by the stop is not a result
             self.records.append(record)
             self.writer.add(record)
+            write_junit(self.writer.document, self.options.junit_path)  # valid after any stop
             if self.on_record is not None:
                 self.on_record(record)
 
@@ -187,16 +214,16 @@ class Run:
         """Run every case; returns the case records (also written to results.json)."""
         with ExitStack() as stack:
             from hil.adbserver import AdbServer
+            from hil.board.recovery import ServerKeeper
 
             adb = stack.enter_context(AdbServer())
+            self.keeper = ServerKeeper(adb)
             threads = [
                 threading.Thread(
-                    target=self._board_thread,
-                    args=(stack, adb, spec, f"virtual-{i}" if spec.virtual else spec.adb),
-                    name=f"board-{i}",
+                    target=self._board_thread, args=(stack, adb, entry), name=f"board-{i}",
                     daemon=True,
                 )
-                for i, spec in enumerate(self.options.boards)
+                for i, entry in enumerate(self.entries)
             ]
             for thread in threads:
                 thread.start()
@@ -209,47 +236,44 @@ class Run:
                 self._fail_leftovers("no usable board left to run it")
                 self.writer.finish("complete")
             except KeyboardInterrupt:
-                self._stop.set()
-                self.writer.finish("interrupted")
+                with self._lock:  # no board thread may write after this
+                    self._stop.set()
+                    self.writer.finish("interrupted")
                 raise
         return self.records
 
     def _lower_all(self) -> None:
-        from hil.lower import LoweringFailed, build_artifact
+        from hil.lower.cache import ArtifactCache
+        from hil.lower.pool import lower_cases
 
-        for index, case in enumerate(self.options.cases):
+        cases = self.options.cases
+        cache = ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None
+        lowerings = lower_cases(
+            cases, self.options.flow, self.options.chipset, self.options.out_dir / "artifacts",
+            cache, self.options.jobs,
+        )
+        for lowering in lowerings:
             if self._stop.is_set():
+                lowerings.close()
                 return
+            case = cases[lowering.index]
+            if lowering.artifact is None:
+                assert lowering.verdict is not None
+                self._record(
+                    case_record(case, verdict=lowering.verdict.value, message=lowering.message,
+                                detail=lowering.detail)
+                )
+                continue
             if self._boards_settled.is_set() and not self._live_boards:
                 self._record(
                     case_record(case, verdict=Verdict.ERROR_INFRA.value,
-                                message="no usable board (every board failed to start)")
-                )
-                continue
-            start = time.perf_counter()
-            folder = self.options.out_dir / "cases" / f"c{index:04d}" / "artifact"
-            try:
-                artifact = build_artifact(case, self.options.flow, self.options.chipset, folder)
-            except LoweringFailed as exc:
-                self._record(
-                    case_record(
-                        case, verdict=exc.verdict.value, message=exc.message, detail=exc.detail,
-                        timings_s={"lower": round(time.perf_counter() - start, 4)},
-                    )
-                )
-                continue
-            except UsageError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a bug in hil: record it, keep going
-                self._record(
-                    case_record(case, verdict=Verdict.ERROR_INTERNAL.value,
-                                message=f"{type(exc).__name__}: {exc}"[:300],
-                                detail=traceback.format_exc())
+                                message="no usable board (every board failed to start or was quarantined)")
                 )
                 continue
             with self._lock:
                 self._pending += 1
-            self._queue.put(_Work(index, case, artifact))
+                self.lowered_from_cache += lowering.cached
+            self._queue.put(_Work(lowering.index, case, lowering.artifact, lowering.cached))
 
     def _fail_leftovers(self, reason: str) -> None:
         while True:
@@ -257,9 +281,12 @@ class Run:
                 work = self._queue.get_nowait()
             except queue.Empty:
                 return
-            self._record(self._infra_record(work, reason))
+            last = f"; last attempt: {work.history[-1]['message']}" if work.history else ""
+            self._record(self._infra_record(work, reason + last))
 
-    def _infra_record(self, work: _Work, reason: str) -> dict[str, Any]:
+    def _infra_record(
+        self, work: _Work, reason: str, logs: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         return case_record(
             work.case,
             board=work.tried_on[-1] if work.tried_on else None,
@@ -267,18 +294,26 @@ class Run:
             message=reason[:500],
             attempts=len(work.tried_on),
             pte_bytes=work.artifact.pte_bytes,
-            timings_s={"lower": round(sum(work.artifact.times_s.values()), 4)},
+            timings_s={"lower": self._lower_seconds(work)},
+            logs=logs or {},
+            earlier_attempts=list(work.history),
         )
 
+    @staticmethod
+    def _lower_seconds(work: _Work) -> float:
+        """Seconds this run spent lowering the case (0 for a cache hit)."""
+        return 0.0 if work.cached else round(sum(work.artifact.times_s.values()), 4)
+
     # -- boards -------------------------------------------------------------------------
-    def _board_thread(self, stack: ExitStack, adb: Any, spec: BoardSpec, name: str) -> None:
+    def _board_thread(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> None:
+        name = entry.name
         board = None
         try:
-            board = self._bring_up(stack, adb, spec, name)
+            board = self._bring_up(stack, adb, entry)
         except (InfraError, UsageError) as exc:
             log.error("%s: not usable: %s", name, exc)
             with self._lock:
-                self.meta["boards"].append({"name": name, "adb": spec.adb, "error": str(exc)})
+                self.meta["boards"].append({"name": name, "adb": entry.adb, "error": str(exc)})
                 self.writer.update_run(boards=self.meta["boards"])
         finally:
             with self._lock:
@@ -294,39 +329,71 @@ class Run:
         finally:
             with self._lock:
                 self._live_boards.discard(name)
-            board.cleanup()
+            if name not in self._quarantined:
+                board.cleanup()
+            if board.console is not None:
+                board.console.close()
 
-    def _bring_up(self, stack: ExitStack, adb: Any, spec: BoardSpec, name: str) -> Any:
+    def _bring_up(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> Any:
+        """Start (virtual) or reach the board, preflight it, open its console, install the
+        runner; InfraError (the board is not used) when any of it fails."""
         from hil.board.adb import AdbBoard
+        from hil.board.console import SerialConsole
+        from hil.board.preflight import connect, inspect_board
+        from hil.board.recovery import Recovery
 
-        address = spec.adb
-        if spec.virtual:
+        name = entry.name
+        idle_s = self.options.idle_timeout_s
+        if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
             root = Path(tempfile.mkdtemp(prefix=f"hil-{name}-"))
-            process = start_virtual_board(root, self.options.chipset, name)
+            process = start_virtual_board(
+                root, self.options.chipset, name, ["--link", self.options.virtual_link]
+            )
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
-            address = process.address
-        if spec.network or spec.virtual:
-            device = adb.connect(address, timeout=30.0)
-        else:
-            device = adb.client.device(serial=address)
-        probe = AdbBoard(name, address, device, self.run_id, VIRTUAL_RUNNER, self.options.timeout_s)
-        is_virtual = probe.properties().get("ro.hil.virtual") == "1"
-        runner = VIRTUAL_RUNNER if is_virtual else self.options.runner
+            entry = dataclasses.replace(entry, adb=process.address, console=process.console)
+        address = entry.adb
+        device = connect(entry, adb, address, timeout_s=max(30.0, idle_s))
+        probe = AdbBoard(name, address, device, self.run_id, VIRTUAL_RUNNER,
+                         self.options.timeout_s, idle_s)
+        report = inspect_board(probe, entry, self.options.chipset, console=False)
+        if report.problems:
+            raise InfraError(f"preflight: {'; '.join(report.problems)}")
+        runner = VIRTUAL_RUNNER if report.virtual else self.options.runner
         if runner is None:
             raise UsageError(
                 f"--runner: {name} is a real board: pass the enn_executor_runner built for "
                 "Android (backends/samsung/build.sh --build android)"
             )
-        board = AdbBoard(name, address, device, self.run_id, runner, self.options.timeout_s)
-        info = board.prepare()
+        console = None
+        if entry.console:
+            log_path = self.options.out_dir / "console" / f"{name}.log"
+            try:
+                console = SerialConsole(entry.console, log_path, entry.console_baud).open()
+            except InfraError as exc:
+                log.warning("%s: running without a console: %s", name, exc)
+        board = AdbBoard(name, address, device, self.run_id, runner, self.options.timeout_s,
+                         idle_s, console)
+        try:
+            info = board.prepare()
+        except InfraError:
+            if console is not None:
+                console.close()
+            raise
+        self._recoveries[name] = Recovery(
+            board, self.keeper, adb.connect, adb.disconnect, network=entry.network,
+            power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
+            boot_s=self.options.boot_timeout_s,
+        )
         with self._lock:
             self.meta["boards"].append(
                 {"name": info.name, "adb": info.adb, "chipset": info.chipset,
-                 "virtual": info.virtual, "properties": info.properties}
+                 "virtual": info.virtual, "properties": info.properties,
+                 "console": entry.console if console is not None else None,
+                 "runner_pushes": board.runner_pushes}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
@@ -354,31 +421,59 @@ class Run:
         return None
 
     def _work_loop(self, board: Any) -> None:
+        """Run cases on `board`; after an infrastructure error, retry the case (elsewhere
+        when possible) and climb the recovery ladder; leave when the board is quarantined."""
+        from hil.board.recovery import Rung, first_rung
+
         consecutive_infra = 0
         while (work := self._next_work(board.name)) is not None:
-            record = self._run_on(board, work)
-            if record["verdict"] == Verdict.ERROR_INFRA.value:
-                consecutive_infra += 1
-                retry = len(work.tried_on) <= self.options.retries
-                quarantined = consecutive_infra >= QUARANTINE_AFTER
-                if retry:
-                    self._queue.put(work)
-                else:
-                    self._finish(record)
-                if quarantined:
-                    log.error("%s: quarantined after %d infrastructure errors", board.name,
-                              consecutive_infra)
-                    return
+            record, error = self._run_on(board, work)
+            if error is None:
+                consecutive_infra = 0
+                self._finish(record)
                 continue
-            consecutive_infra = 0
-            self._finish(record)
+            consecutive_infra += 1
+            if len(work.tried_on) <= self.options.retries:
+                work.history.append(
+                    {"board": board.name, "verdict": record["verdict"], "message": record["message"]}
+                )
+                self._queue.put(work)
+            else:
+                self._finish(record)
+            recovery = self._recoveries[board.name]
+            rung = recovery.recover(first_rung(error))
+            self._note_recovery(board.name, recovery.history)
+            if rung is Rung.QUARANTINED or consecutive_infra >= QUARANTINE_AFTER:
+                why = (f"{consecutive_infra} infrastructure errors in a row"
+                       if rung is not Rung.QUARANTINED else "recovery failed")
+                log.error("%s: quarantined for the rest of the run (%s)", board.name, why)
+                self._note_recovery(board.name, recovery.history, quarantined=why)
+                return
+
+    def _note_recovery(
+        self, name: str, steps: list[Any], quarantined: str | None = None
+    ) -> None:
+        with self._lock:
+            for entry in self.meta["boards"]:
+                if entry.get("name") == name:
+                    entry["recovery"] = [
+                        {"step": s.rung.value, "recovered": s.recovered, "message": s.message,
+                         "seconds": s.seconds} for s in steps
+                    ]
+                    if quarantined:
+                        entry["quarantined"] = quarantined
+                        self._quarantined.add(name)
+            self.writer.update_run(boards=self.meta["boards"])
 
     def _finish(self, record: dict[str, Any]) -> None:
         self._record(record)
         with self._lock:
             self._pending -= 1
 
-    def _run_on(self, board: Any, work: _Work) -> dict[str, Any]:
+    def _run_on(self, board: Any, work: _Work) -> tuple[dict[str, Any], InfraError | None]:
+        """The case's record on `board`, and the infrastructure error if there was one.
+        A case that did not pass carries the board's logcat tail and console excerpt."""
+        from hil.board.watchdog import BoardSilent
         from hil.judge import judge
 
         work.tried_on.append(board.name)
@@ -391,34 +486,30 @@ class Run:
             )
             judgement = judge(work.case, artifact, execution)
         except InfraError as exc:
-            return self._infra_record(work, str(exc))
+            logs = board.diagnostics(logcat=not isinstance(exc, BoardSilent))
+            return self._infra_record(work, str(exc), logs), exc
         except Exception as exc:  # noqa: BLE001 - a bug in hil: record it, keep going
             return case_record(
                 work.case, board=board.name, verdict=Verdict.ERROR_INTERNAL.value,
                 message=f"{type(exc).__name__}: {exc}"[:300], detail=traceback.format_exc(),
-                attempts=len(work.tried_on),
-            )
+                attempts=len(work.tried_on), earlier_attempts=list(work.history),
+            ), None
+        logs = {"runner": (execution.stdout + execution.stderr)[-65536:]}
+        if not judgement.verdict.passed:
+            logs.update(board.diagnostics())
         return case_record(
             work.case,
             board=board.name,
             verdict=judgement.verdict.value,
             message=judgement.message,
             attempts=len(work.tried_on),
-            timings_s={"lower": round(sum(artifact.times_s.values()), 4), **execution.timings_s},
+            timings_s={"lower": self._lower_seconds(work), **execution.timings_s},
+            cache_hit=work.cached,
             latency_ms=execution.latency_ms,
-            pte_bytes=artifact.pte_bytes,
-            delegation={
-                "delegated_calls": artifact.delegated_calls,
-                "delegated_ops": list(artifact.delegated_ops),
-                "undelegated_ops": list(artifact.undelegated_ops),
-            },
-            outputs=[
-                {"index": c.index, "shape": list(c.shape), "dtype": c.dtype,
-                 "max_abs": c.max_abs, "max_rel": c.max_rel, "mae": c.mae,
-                 "sqnr_db": c.sqnr_db, "atol": work.case.tolerance.atol,
-                 "rtol": work.case.tolerance.rtol, "ok": c.ok}
-                for c in judgement.comparisons
-            ],
-            logs={"runner": (execution.stdout + execution.stderr)[-65536:]},
-        )
+            **artifact.record_fields(),
+            outputs=judgement.output_records(),
+            checker=judgement.checker_record(),
+            logs=logs,
+            earlier_attempts=list(work.history),
+        ), None
 

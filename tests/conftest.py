@@ -11,6 +11,15 @@ from hil.adbserver import AdbServer
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_artifact_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every run in the tests uses one fresh artifact cache, never the user's."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HIL_CACHE_DIR", str(tmp_path_factory.mktemp("artifact-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def adb_server() -> Iterator[AdbServer]:
     """A private adb server (never on 5037) for the whole session."""

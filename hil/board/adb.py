@@ -1,8 +1,15 @@
 """An Exynos board reached through adb (adbutils): real boards and virtual ones alike.
 
 Device commands are argument lists quoted with `shlex.quote` and joined with `&&`; nothing a
-case or a user supplies reaches a shell unquoted. Everything the board writes lives in the
-run's workdir `/data/local/tmp/hil/<run-id>/`, removed by `cleanup()`.
+case or a user supplies reaches a shell unquoted, and every name hil puts in a device path
+passes `safe_name`. Everything a run writes lives in its workdir
+`/data/local/tmp/hil/<run-id>/`, removed by `cleanup()`; only the runner stays, at
+`/data/local/tmp/hil/bin/`, so it is pushed again only when its sha256 changes.
+
+Every call to the board is time-limited (`watchdog.py`): a runner past its deadline on a
+board that still answers is killed by its PID (verdict FAIL_RUN, TIMEOUT); a board that
+stops answering for the idle timeout is an InfraError (ERROR_INFRA). A crash line on the
+board's console during a case turns the case into a `ConsoleCrash` (ERROR_INFRA).
 """
 
 from __future__ import annotations
@@ -16,16 +23,34 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import adbutils
 
+from hil.board.console import Console, ConsoleCrash
+from hil.board.sync import SyncFailed, pull_files, push_files
+from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
-from hil.lower.artifact import Artifact
+
+if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
+    from hil.lower.artifact import Artifact
 
 log = logging.getLogger(__name__)
 
 DEVICE_ROOT = "/data/local/tmp/hil"
 RUNNER_NAME = "enn_executor_runner"
+RUNNER_PATH = posixpath.join(DEVICE_ROOT, "bin", RUNNER_NAME)
+"""Where the runner lives on a board, across runs: pushed only when its sha256 differs."""
+VENDOR_LIBS = ("/vendor/lib64/libenn_public_api_cpp.so", "/system/lib64/libenn_public_api_cpp.so")
+"""The ENN vendor library the real runner links; without it the runner segfaults."""
+LOGCAT_LINES = 200
+"""Lines of `logcat -d` attached to a result that did not pass."""
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+PID_FILE = "runner.pid"
+_RECORD_PID = 'echo $$ > runner.pid && exec "$@"'
+"""Constant script run as `sh -c SCRIPT sh RUNNER ARGS...`: records the runner's PID (the
+shell execs into the runner) so the host can kill exactly it."""
+_KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
 
@@ -34,6 +59,14 @@ CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 
 _TIMING = re.compile(r"(\d+) inference took ([0-9.]+) ms, avg ([0-9.]+) ms")
 _STAT_LINE = re.compile(r"^\s*(init|load|1st|avg)\s*:\s*([0-9.]+)", re.MULTILINE)
+
+
+def safe_name(name: str, what: str) -> str:
+    """`name` if it is a plain file name (no '/', no '..', no shell syntax); ValueError
+    otherwise. Everything hil creates on a board is named through this."""
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"unsafe {what} for a device path: {name!r}")
+    return name
 
 
 def chipset_from_props(props: dict[str, str]) -> str | None:
@@ -75,8 +108,9 @@ class Execution:
     """Pulled `output_<i>.bin` files; None where the board wrote none."""
     timings_s: dict[str, float]
     """Seconds spent in `push`, `exec`, `pull`."""
-    latency_ms: dict[str, float] | None
-    """`init`, `load`, `first`, `avg` from the runner's statistics and timing line."""
+    latency_ms: dict[str, Any] | None
+    """`init`, `load`, `first`, `avg` (ms) from the runner's statistics and timing lines, and
+    `samples`: one per timed iteration."""
 
 
 class AdbBoard:
@@ -90,25 +124,46 @@ class AdbBoard:
         run_id: str,
         runner: Path,
         timeout_s: float,
+        idle_timeout_s: float = 30.0,
+        console: Console | None = None,
     ) -> None:
         self.name = name
         self.address = address
         self.device = device
-        self.workdir = posixpath.join(DEVICE_ROOT, run_id)
+        self.workdir = posixpath.join(DEVICE_ROOT, safe_name(run_id, "run id"))
         self.runner = runner
         self.timeout_s = timeout_s
+        self.idle_timeout_s = idle_timeout_s
+        self.console = console
+        """The board's serial console, watched for crashes during each case."""
+        self.runner_pushes = 0
+        """How often this board object pushed the runner (once at most, unless it changed)."""
         self._cases_run = 0
+        self._console_mark = 0
 
     def _shell(self, argv_chain: Sequence[Sequence[str]], timeout: float) -> adbutils.ShellReturn:
         command = device_command(*argv_chain)
         try:
-            return self.device.shell2(command, timeout=timeout, v2=True)
+            return bounded(
+                lambda: self.device.shell2(command, timeout=timeout, v2=True),
+                timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
+            )
         except ADB_ERRORS as exc:
             raise InfraError(f"{self.name}: shell failed: {type(exc).__name__}: {exc}") from exc
 
+    def shell(self, *argvs: Sequence[str]) -> adbutils.ShellReturn:
+        """Run argument lists chained with `&&`, bounded by the idle timeout."""
+        return self._shell(argvs, timeout=self.idle_timeout_s)
+
+    def alive(self) -> None:
+        """InfraError unless the board answers a trivial shell within the idle timeout."""
+        result = self._shell([["true"]], timeout=self.idle_timeout_s)
+        if result.returncode != 0:
+            raise InfraError(f"{self.name}: `true` exited {result.returncode}")
+
     def properties(self) -> dict[str, str]:
         """All `getprop` properties."""
-        result = self._shell([["getprop"]], timeout=30)
+        result = self._shell([["getprop"]], timeout=self.idle_timeout_s)
         props = dict(re.findall(r"^\[([^\]]+)\]: \[([^\]]*)\]", result.stdout, re.MULTILINE))
         if result.returncode != 0 or not props:
             raise InfraError(f"{self.name}: getprop failed (exit {result.returncode})")
@@ -124,61 +179,122 @@ class AdbBoard:
             virtual=props.get("ro.hil.virtual") == "1",
             properties={k: v for k, v in props.items() if k.startswith(("ro.", "sys.boot"))},
         )
-        result = self._shell([["mkdir", "-p", self.workdir]], timeout=30)
+        result = self.shell(["mkdir", "-p", self.workdir, posixpath.dirname(RUNNER_PATH)])
         if result.returncode != 0:
             raise InfraError(f"{self.name}: cannot create {self.workdir}: {result.stderr.strip()}")
         self._install_runner()
         return info
 
+    def runner_sha256(self) -> str | None:
+        """sha256 of the runner installed on the board; None when there is none."""
+        result = self.shell(["sha256sum", RUNNER_PATH])
+        digest = result.stdout.split()[:1]
+        return digest[0] if result.returncode == 0 and digest else None
+
     def _install_runner(self) -> None:
-        target = posixpath.join(self.workdir, RUNNER_NAME)
+        """Push the runner only when the board's copy differs (to a temporary name, then
+        renamed, so a concurrent run never executes half a file)."""
         local_sha = hashlib.sha256(self.runner.read_bytes()).hexdigest()
-        result = self._shell([["sha256sum", target]], timeout=30)
-        if result.returncode == 0 and result.stdout.split()[:1] == [local_sha]:
+        if self.runner_sha256() == local_sha:
             return
+        partial = f"{RUNNER_PATH}.{posixpath.basename(self.workdir)}.partial"
         try:
-            self.device.sync.push(self.runner, target, mode=0o755)
-        except ADB_ERRORS as exc:
+            push_files(self.device, [(self.runner, partial, 0o755)], timeout=self.idle_timeout_s)
+        except (*ADB_ERRORS, SyncFailed) as exc:
             raise InfraError(f"{self.name}: runner push failed: {exc}") from exc
-        log.info("%s: runner installed at %s (sha256 %s)", self.name, target, local_sha[:12])
+        result = self.shell(["mv", "-f", partial, RUNNER_PATH])
+        if result.returncode != 0:
+            raise InfraError(f"{self.name}: cannot install the runner: {result.stderr.strip()}")
+        self.runner_pushes += 1
+        log.info("%s: runner installed at %s (sha256 %s)", self.name, RUNNER_PATH, local_sha[:12])
 
     def run(self, artifact: Artifact, slot: str, host_out: Path, iterations: int, warmup: int) -> Execution:
-        """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`."""
-        case_dir = posixpath.join(self.workdir, slot)
-        files = [artifact.pte] + [artifact.input_file(i) for i in range(len(artifact.inputs))]
+        """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
+
+        Three adb round trips: one sync connection up (`.pte` and inputs), one shell, one
+        sync connection down (outputs and `statistics.txt`). With `iterations` > 1 the runner
+        is invoked once per iteration inside that one shell, so each timing line is a
+        latency sample.
+        """
+        case_dir = posixpath.join(self.workdir, safe_name(slot, "case slot"))
+        inputs = [artifact.input_file(i) for i in range(len(artifact.inputs))]
+        uploads = [(artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)]
+        uploads += [
+            (path, posixpath.join(case_dir, safe_name(path.name, "input file")), 0o644)
+            for path in inputs
+        ]
+        self._console_mark = self.console.mark() if self.console is not None else 0
+        try:
+            execution = self._run(artifact, case_dir, uploads, host_out, iterations, warmup)
+        except InfraError:
+            self._check_console()  # a crash on the console explains the failure best
+            raise
+        self._check_console()
+        return execution
+
+    def _run(
+        self,
+        artifact: Artifact,
+        case_dir: str,
+        uploads: list[tuple[Path, str, int]],
+        host_out: Path,
+        iterations: int,
+        warmup: int,
+    ) -> Execution:
+        inputs = [local for local, _remote, _mode in uploads[1:]]
         start = time.perf_counter()
         try:
-            for path in files:
-                self.device.sync.push(path, posixpath.join(case_dir, path.name), mode=0o644)
-        except ADB_ERRORS as exc:
+            push_files(self.device, uploads, timeout=self.idle_timeout_s)
+        except (*ADB_ERRORS, SyncFailed) as exc:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        runner = [
-            "timeout", "-s", "KILL", str(int(self.timeout_s)),
-            posixpath.join(self.workdir, RUNNER_NAME),
-            "--model", "model.pte",
-            "--input", " ".join(p.name for p in files[1:]),
-            "--output_path", "out",
-            "--num_executions", str(iterations),
-            "--warm_up", str(warmup),
-            "--dump_statistics",
-        ]  # fmt: skip
+        def invocation(warm_up: int) -> list[str]:
+            return [
+                # a backstop only: the host kills the runner by PID at its deadline
+                "timeout", "-s", "KILL", str(int(self.timeout_s + 2 * self.idle_timeout_s)),
+                "sh", "-c", _RECORD_PID, "sh",
+                RUNNER_PATH,
+                "--model", "model.pte",
+                "--input", " ".join(path.name for path in inputs),
+                "--output_path", "out",
+                "--num_executions", "1",
+                "--warm_up", str(warm_up),
+                "--dump_statistics",
+            ]  # fmt: skip
+
+        runs = [invocation(warmup)] + [invocation(0) for _ in range(iterations - 1)]
+        chain = [["cd", case_dir], ["rm", "-rf", "out", "statistics.txt", PID_FILE],
+                 ["mkdir", "out"], *runs]
+        deadline_s = self.timeout_s * len(runs)
         start = time.perf_counter()
-        result = self._shell(
-            [["cd", case_dir], ["rm", "-rf", "out", "statistics.txt"], ["mkdir", "out"], runner],
-            timeout=self.timeout_s + 30,
+        supervised = supervise(
+            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s),
+            self.alive, self.idle_timeout_s, deadline_s,
+            lambda: self._kill_runner(case_dir), f"{self.name}: runner",
         )
+        result = supervised.value
         exec_s = time.perf_counter() - start
-        timed_out = result.returncode == 128 + 9 and self.timeout_s > 0
+        timed_out = supervised.deadline_hit
 
         start = time.perf_counter()
-        host_out.mkdir(parents=True, exist_ok=True)
         outputs: list[Path | None] = []
+        statistics: bytes | None = None
         if result.returncode == 0:
-            for i in range(len(artifact.outputs)):
-                outputs.append(self._pull(posixpath.join(case_dir, "out", f"output_{i}.bin"), host_out))
-        statistics = self._pull(posixpath.join(case_dir, "statistics.txt"), host_out)
+            names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
+            remotes = [posixpath.join(case_dir, name) for name in [*names, "statistics.txt"]]
+            try:
+                pulled = pull_files(self.device, remotes, timeout=self.idle_timeout_s)
+            except ADB_ERRORS as exc:
+                raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
+            host_out.mkdir(parents=True, exist_ok=True)
+            for remote in remotes[:-1]:
+                data = pulled[remote]
+                local = host_out / posixpath.basename(remote)
+                if data is not None:
+                    local.write_bytes(data)
+                outputs.append(local if data is not None else None)
+            statistics = pulled[remotes[-1]]
         pull_s = time.perf_counter() - start
         return Execution(
             exit_code=result.returncode,
@@ -190,19 +306,35 @@ class AdbBoard:
             latency_ms=_latency(result.stderr, statistics),
         )
 
-    def _pull(self, device_path: str, host_out: Path) -> Path | None:
-        """Pull one file; None when the board has no such file."""
-        try:
-            data = self.device.sync.read_bytes(device_path)
-        except adbutils.AdbError as exc:
-            if "No such file" in str(exc) or "not found" in str(exc).lower():
-                return None
-            raise InfraError(f"{self.name}: pull of {device_path} failed: {exc}") from exc
-        except ADB_ERRORS as exc:
-            raise InfraError(f"{self.name}: pull of {device_path} failed: {exc}") from exc
-        local = host_out / posixpath.basename(device_path)
-        local.write_bytes(data)
-        return local
+    def _kill_runner(self, case_dir: str) -> None:
+        """Kill the runner of `case_dir` by the PID it recorded (InfraError when the board
+        does not answer)."""
+        log.warning("%s: runner past its deadline of %g s: killing it", self.name, self.timeout_s)
+        result = self._shell([["cd", case_dir], ["sh", "-c", _KILL_RECORDED]],
+                             timeout=self.idle_timeout_s)
+        if result.returncode != 0:
+            log.warning("%s: kill of the runner failed: %s", self.name, result.stderr.strip())
+
+    def _check_console(self) -> None:
+        if self.console is not None:
+            line = self.console.crash_line(self._console_mark)
+            if line is not None:
+                raise ConsoleCrash(self.name, line)
+
+    def diagnostics(self, logcat: bool = True) -> dict[str, str]:
+        """For a result that did not pass: a `logcat -d` tail (unless `logcat` is False:
+        the board does not answer) and the console lines written since the case began."""
+        logs: dict[str, str] = {}
+        if logcat:
+            try:
+                result = self._shell([["logcat", "-d", "-t", str(LOGCAT_LINES)]],
+                                     timeout=min(self.idle_timeout_s, 10.0))
+                logs["logcat"] = "\n".join(result.stdout.splitlines()[-LOGCAT_LINES:])
+            except InfraError as exc:
+                logs["logcat"] = f"(no logcat: {exc})"
+        if self.console is not None:
+            logs["console"] = self.console.excerpt(self._console_mark)
+        return logs
 
     def cleanup(self) -> None:
         """Remove the run's workdir from the board (best effort: the board may be gone)."""
@@ -212,13 +344,16 @@ class AdbBoard:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
 
 
-def _latency(stderr: str, statistics: Path | None) -> dict[str, float] | None:
-    latency: dict[str, float] = {}
+def _latency(stderr: str, statistics: bytes | None) -> dict[str, Any] | None:
+    """`init`/`load`/`first`/`avg` from the last `statistics.txt`, and one sample per runner
+    timing line (`1 inference took X ms`)."""
+    latency: dict[str, Any] = {}
     if statistics is not None:
-        text = statistics.read_text(encoding="utf-8", errors="replace")
+        text = statistics.decode("utf-8", errors="replace")
         for key, value in _STAT_LINE.findall(text):
             latency["first" if key == "1st" else key] = float(value)
-    match = _TIMING.search(stderr)
-    if match and "avg" not in latency:
-        latency["avg"] = float(match.group(3))
+    samples = [float(took) / int(count) for count, took, _avg in _TIMING.findall(stderr)]
+    if samples:
+        latency["samples"] = samples
+        latency["avg"] = sum(samples) / len(samples)
     return latency or None

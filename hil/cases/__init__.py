@@ -10,16 +10,25 @@ from pathlib import Path
 from hil.cases.case import PRECISIONS, Case
 from hil.errors import UsageError
 
-BUILTIN_SUITES = ("smoke",)
+BUILTIN_SUITES = ("smoke", "ops", "models")
 """Suites shipped with hil, selectable by name."""
 
 
-def load_suite(name_or_path: str) -> list[Case]:
-    """The cases of a built-in suite or of a manifest file (`*.yaml` / `*.yml`)."""
+def load_suite(name_or_path: str, pretrained: bool = False) -> list[Case]:
+    """The cases of a built-in suite or of a manifest file (`*.yaml` / `*.yml`); `pretrained`
+    makes the `models` suite load published weights (checked by `prefetch`)."""
     if name_or_path == "smoke":
         from hil.cases import smoke
 
         return smoke.cases()
+    if name_or_path == "ops":
+        from hil.cases import ops
+
+        return ops.cases()
+    if name_or_path == "models":
+        from hil.cases import models
+
+        return models.cases(pretrained=pretrained)
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         from hil.cases.manifest import load_manifest
 
@@ -28,6 +37,16 @@ def load_suite(name_or_path: str) -> list[Case]:
         f"--suite: unknown suite {name_or_path!r} "
         f"(built-in: {', '.join(BUILTIN_SUITES)}; or a manifest path ending in .yaml)"
     )
+
+
+def prefetch(cases: Iterable[Case]) -> None:
+    """Fetch what the selected cases need before lowering (published weights); UsageError
+    with one line naming the case when something cannot be had."""
+    done: set[int] = set()
+    for case in cases:
+        if case.prefetch is not None and id(case.prefetch) not in done:
+            done.add(id(case.prefetch))
+            case.prefetch()
 
 
 def expand_precisions(cases: Iterable[Case], precision: str) -> list[Case]:

@@ -6,9 +6,15 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hil.verdict import Tolerance
+
+if TYPE_CHECKING:
+    import torch
+
+    from hil.cases.datasets import Dataset
+    from hil.checkers import CheckerSpec
 
 PRECISIONS = ("fp32", "a8w8")
 """Every precision a case can be lowered at."""
@@ -60,6 +66,25 @@ class Case:
     """Repo-relative (or manifest) file that defines the case."""
     line: int = 0
     """Line of the definition in `file`."""
+    input_fn: Callable[[int], tuple[torch.Tensor, ...]] | None = None
+    """Builds the forward inputs from a seed (a user's `pkg.mod:fn`); when set, `inputs` only
+    describes them. Must be picklable (a module-level function or a partial of one)."""
+    dataset: Dataset | None = None
+    """Evaluation samples (and their targets) for the checker; when set, the forward inputs
+    are the dataset's batch and calibration uses its other samples."""
+    checker: CheckerSpec | None = None
+    """Quantization checker run on the board's outputs against the fp32 model's."""
+    calibration: Callable[[], list[tuple[torch.Tensor, ...]]] | None = None
+    """A8W8 calibration samples given by the suite; default: seeded samples of the inputs."""
+    atol_scale_steps: float = 0.0
+    """A8W8: output quantization steps added to `tolerance.atol` (atol = atol + k x scale of
+    the output's quantize node after convert_pt2e); 0 for fp32."""
+    require_delegation: bool = False
+    """On NPU flows, an expected op left outside the delegate fails the case (FAIL_LOWER)
+    instead of passing as PASS_UNDELEGATED."""
+    prefetch: Callable[[], None] | None = None
+    """Fetches what the factory needs before any lowering (published weights for
+    `--pretrained`); raises UsageError with one line when it cannot."""
 
     @property
     def classname(self) -> str:

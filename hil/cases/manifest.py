@@ -11,15 +11,24 @@ cases:
         dtype: float32           # optional (default float32)
         range: [-1.0, 1.0]       # optional (default [-1, 1])
     precision: fp32              # optional: fp32 | a8w8 | all | [fp32, a8w8] (default fp32)
-    tolerance: {atol: 1.0e-4, rtol: 1.0e-4, min_sqnr_db: 40}   # optional
+    tolerance: {atol: 1.0e-4, rtol: 1.0e-4, min_sqnr_db: 40, scale_steps: 2}   # optional
     expect_delegated: [linear]   # optional
+    require_delegation: false    # optional: on flow enn, undelegated expected ops fail the case
     tags: [mlp]                  # optional
     seed: 0                      # optional
+    dataset: {kind: image_folder, root: images/, size: 224, count: 16}   # optional
+    checker: {name: classifier, topk: {1: 0.9, 3: 0.95}}                 # optional
+    calibration: "my_pkg.data:calibration"   # optional: () -> list of input tuples
 ```
 
-The manifest's folder is put first on `sys.path` while its modules are imported, so a
-manifest can sit beside the code it names. Every error names the file, the entry and the
-field, on one line.
+`inputs` may instead name a function, `inputs: "my_pkg.data:make_inputs"`, called with the
+case's seed and returning a tensor or a tuple of tensors; with a `dataset`, `inputs` may be
+left out (the dataset's batch is the input). `scale_steps` (A8W8) adds that many steps of
+the output's quantization scale to `atol`. A dataset `root` is relative to the manifest.
+
+The manifest's folder is put first on `sys.path` while its modules are imported (and stays
+on it, last, so lowering workers can import them too), so a manifest can sit beside the
+code it names. Every error names the file, the entry and the field, on one line.
 """
 
 from __future__ import annotations
@@ -39,10 +48,10 @@ from hil.verdict import Tolerance
 
 _CASE_FIELDS = {
     "id", "module", "kwargs", "inputs", "precision", "tolerance", "expect_delegated", "tags",
-    "seed",
+    "seed", "require_delegation", "dataset", "checker", "calibration",
 }
 _INPUT_FIELDS = {"shape", "dtype", "range"}
-_TOLERANCE_FIELDS = {"atol", "rtol", "min_sqnr_db"}
+_TOLERANCE_FIELDS = {"atol", "rtol", "min_sqnr_db", "scale_steps"}
 
 
 class _Where:
@@ -109,15 +118,34 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
     unknown = set(entry) - _CASE_FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], f"unknown field (allowed: {sorted(_CASE_FIELDS)})")
-    factory = _factory(where, entry, path.parent)
-    inputs = _inputs(where, entry.get("inputs"))
+    kwargs = entry.get("kwargs", {})
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise where.error("kwargs", "expected a mapping of keyword arguments")
+    factory = functools.partial(_callable(where, "module", entry.get("module"), path.parent), **kwargs)
+    dataset = _dataset(where, entry.get("dataset"), path.parent) if "dataset" in entry else None
+    input_fn = None
+    if isinstance(entry.get("inputs"), str):
+        input_fn = _callable(where, "inputs", entry["inputs"], path.parent)
+        inputs: tuple[InputSpec, ...] = ()
+    elif dataset is not None and "inputs" not in entry:
+        inputs = ()
+    else:
+        inputs = _inputs(where, entry.get("inputs"))
     precisions = _precisions(where, entry.get("precision", "fp32"))
-    tolerance = _tolerance(where, entry.get("tolerance", {}))
+    tolerance, steps = _tolerance(where, entry.get("tolerance", {}))
     expect = _strings(where, "expect_delegated", entry.get("expect_delegated", []))
     tags = _strings(where, "tags", entry.get("tags", []))
     seed = entry.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise where.error("seed", f"expected an integer, got {seed!r}")
+    require = entry.get("require_delegation", False)
+    if not isinstance(require, bool):
+        raise where.error("require_delegation", f"expected true or false, got {require!r}")
+    checker = _checker(where, entry["checker"]) if "checker" in entry else None
+    calibration = (
+        _callable(where, "calibration", entry["calibration"], path.parent)
+        if "calibration" in entry else None
+    )
     return [
         Case(
             id=case_id,
@@ -131,35 +159,72 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
             tags=tags,
             file=path.as_posix(),
             line=line,
+            input_fn=input_fn,
+            dataset=dataset,
+            checker=checker,
+            calibration=calibration,
+            atol_scale_steps=steps,
+            require_delegation=require,
         )
         for precision in precisions
     ]
 
 
-def _factory(where: _Where, entry: dict[str, Any], folder: Path) -> Callable[[], Any]:
-    spec = entry.get("module")
-    if not isinstance(spec, str) or spec.count(":") != 1:
-        raise where.error("module", "required, a string 'package.module:callable'")
+def _callable(where: _Where, field: str, spec: Any, folder: Path) -> Callable[..., Any]:
+    """Import `package.module:name` with the manifest's folder first on sys.path (it stays on
+    sys.path, last, so lowering worker processes can import the module too)."""
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise where.error(field, "required, a string 'package.module:callable'")
     module_name, attr = spec.split(":")
-    kwargs = entry.get("kwargs", {})
-    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
-        raise where.error("kwargs", "expected a mapping of keyword arguments")
-    sys.path.insert(0, str(folder.resolve()))
+    entry = str(folder.resolve())
+    sys.path.insert(0, entry)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure of user code is a usage error
-        raise where.error("module", f"cannot import {module_name!r}: {exc}") from exc
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise where.error(field, f"cannot import {module_name!r}: {first}") from exc
     finally:
-        sys.path.remove(str(folder.resolve()))
+        sys.path.remove(entry)
+        if entry not in sys.path:
+            sys.path.append(entry)
     target = getattr(module, attr, None)
     if not callable(target):
-        raise where.error("module", f"{module_name!r} has no callable {attr!r}")
-    return functools.partial(target, **kwargs)
+        raise where.error(field, f"{module_name!r} has no callable {attr!r}")
+    return target
+
+
+def _dataset(where: _Where, raw: Any, folder: Path) -> Any:
+    from hil.cases.datasets import make_dataset
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
+        raise where.error("dataset", "expected a mapping with a 'kind' (e.g. image_folder)")
+    params = {k: v for k, v in raw.items() if k != "kind"}
+    if isinstance(params.get("root"), str):
+        params["root"] = str((folder / params["root"]).resolve())
+    try:
+        return make_dataset(raw["kind"], params)
+    except (ValueError, OSError) as exc:
+        raise where.error("dataset", str(exc)) from None
+
+
+def _checker(where: _Where, raw: Any) -> Any:
+    from hil.checkers import checker_spec
+
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise where.error("checker", "expected a checker name or a mapping with 'name'")
+    try:
+        return checker_spec(raw["name"], {k: v for k, v in raw.items() if k != "name"})
+    except ValueError as exc:
+        raise where.error("checker", str(exc)) from None
 
 
 def _inputs(where: _Where, raw: Any) -> tuple[InputSpec, ...]:
     if not isinstance(raw, list) or not raw:
-        raise where.error("inputs", "required, a non-empty list of {shape, dtype, range}")
+        raise where.error(
+            "inputs", "required, a non-empty list of {shape, dtype, range} or 'package.module:fn'"
+        )
     specs = []
     for i, item in enumerate(raw):
         field = f"inputs[{i}]"
@@ -200,9 +265,9 @@ def _precisions(where: _Where, raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _tolerance(where: _Where, raw: Any) -> Tolerance:
+def _tolerance(where: _Where, raw: Any) -> tuple[Tolerance, float]:
     if not isinstance(raw, dict):
-        raise where.error("tolerance", "expected a mapping {atol, rtol, min_sqnr_db}")
+        raise where.error("tolerance", "expected a mapping {atol, rtol, min_sqnr_db, scale_steps}")
     unknown = set(raw) - _TOLERANCE_FIELDS
     if unknown:
         raise where.error(f"tolerance.{sorted(unknown)[0]}", "unknown field")
@@ -210,11 +275,12 @@ def _tolerance(where: _Where, raw: Any) -> Tolerance:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise where.error(f"tolerance.{name}", f"expected a non-negative number, got {value!r}")
     defaults = Tolerance()
-    return Tolerance(
+    tolerance = Tolerance(
         atol=float(raw.get("atol", defaults.atol)),
         rtol=float(raw.get("rtol", defaults.rtol)),
         min_sqnr_db=float(raw["min_sqnr_db"]) if "min_sqnr_db" in raw else None,
     )
+    return tolerance, float(raw.get("scale_steps", 0.0))
 
 
 def _strings(where: _Where, field: str, raw: Any) -> tuple[str, ...]:

@@ -16,12 +16,11 @@ import numpy as np
 import torch
 
 from hil.cases.case import Case, InputSpec
-from hil.lower.artifact import Artifact, TensorMeta
+from hil.cases.datasets import Samples
+from hil.lower.artifact import TARGETS_FILE, Artifact, TensorMeta
 from hil.lower.flows import lower_program
+from hil.lower.quantize import CALIBRATION_SAMPLES, output_scales, quantize_a8w8
 from hil.verdict import Verdict
-
-CALIBRATION_SAMPLES = 8
-"""Seeded calibration batches for A8W8 when a case gives none."""
 
 T = TypeVar("T")
 
@@ -68,11 +67,12 @@ def _stage(verdict: Verdict, name: str, times: dict[str, float], fn: Callable[[]
 
 
 def _flatten(outputs: Any) -> list[torch.Tensor]:
-    if isinstance(outputs, torch.Tensor):
-        return [outputs]
-    if isinstance(outputs, (tuple, list)):
-        return [t for item in outputs for t in _flatten(item)]
-    raise TypeError(f"unsupported output type {type(outputs).__name__}")
+    """The output leaves in pytree order (the order of the program's outputs)."""
+    leaves = torch.utils._pytree.tree_leaves(outputs)
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(f"unsupported output type {type(leaf).__name__}")
+    return leaves
 
 
 def _meta(tensor: torch.Tensor) -> TensorMeta:
@@ -83,41 +83,65 @@ def _write_raw(path: Path, tensor: torch.Tensor) -> None:
     path.write_bytes(np.ascontiguousarray(tensor.detach().numpy()).tobytes())
 
 
-def _quantize(module: torch.nn.Module, example: tuple[torch.Tensor, ...], case: Case) -> Any:
-    from executorch.backends.samsung.quantizer.quantizer import EnnQuantizer, Precision
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+def case_samples(case: Case) -> Samples:
+    """The forward inputs the board runs (and their targets, for a dataset)."""
+    if case.dataset is not None:
+        return case.dataset.batch(0, case.seed)
+    if case.input_fn is not None:
+        return Samples(_as_inputs(case.input_fn(case.seed)))
+    return Samples(make_inputs(case.inputs, case.seed))
 
-    quantizer = EnnQuantizer()
-    quantizer.setup_quant_params(Precision.A8W8)
-    graph = torch.export.export(module, example).module()
-    prepared = prepare_pt2e(graph, quantizer)
-    for i in range(CALIBRATION_SAMPLES):
-        prepared(*make_inputs(case.inputs, case.seed + 1000 + i))
-    # fold_quantize=True: the host kernels abort on unfolded per-channel weight quantize ops.
-    return convert_pt2e(prepared, fold_quantize=True)
+
+def calibration_samples(case: Case) -> list[tuple[torch.Tensor, ...]]:
+    """A8W8 calibration batches: the suite's, else the dataset's batches 1..N, else seeded
+    samples of the inputs (never the evaluation batch itself)."""
+    if case.calibration is not None:
+        return [_as_inputs(sample) for sample in case.calibration()]
+    if case.dataset is not None:
+        return [case.dataset.batch(i, case.seed).inputs for i in range(1, case.dataset.calibration + 1)]
+    if case.input_fn is not None:
+        return [_as_inputs(case.input_fn(case.seed + 1000 + i)) for i in range(CALIBRATION_SAMPLES)]
+    return [make_inputs(case.inputs, case.seed + 1000 + i) for i in range(CALIBRATION_SAMPLES)]
+
+
+def _as_inputs(value: Any) -> tuple[torch.Tensor, ...]:
+    inputs = (value,) if isinstance(value, torch.Tensor) else tuple(value)
+    if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise TypeError("an input function must return a tensor or a sequence of tensors")
+    return inputs
 
 
 def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifact:
     """Lower `case` for `flow` into `folder` and compute host references with the eager
-    module (the quantized module for A8W8)."""
+    module (the quantized module for A8W8). A case with a checker also gets the fp32 model's
+    outputs (`fp32_reference_<i>.bin`) and its dataset's targets (`targets.npy`)."""
     folder.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
-    inputs = make_inputs(case.inputs, case.seed)
 
     def build() -> Any:
         torch.manual_seed(case.seed)
         return case.factory().eval()
 
     module = _stage(Verdict.FAIL_EXPORT, "build", times, build)
+    samples = _stage(Verdict.FAIL_EXPORT, "inputs", times, lambda: case_samples(case))
+    inputs = samples.inputs
+    fp32_module = module
+    scales: tuple[float | None, ...] = ()
     if case.precision == "a8w8":
-        module = _stage(
-            Verdict.FAIL_QUANTIZE, "quantize", times, lambda: _quantize(module, inputs, case)
-        )
+        calibration = _stage(Verdict.FAIL_QUANTIZE, "calibration", times,
+                             lambda: calibration_samples(case))
+        module = _stage(Verdict.FAIL_QUANTIZE, "quantize", times,
+                        lambda: quantize_a8w8(fp32_module, inputs, calibration))
+        scales = output_scales(module)
     exported = _stage(
         Verdict.FAIL_EXPORT, "export", times, lambda: torch.export.export(module, inputs)
     )
     with torch.no_grad():
         references = _stage(Verdict.FAIL_EXPORT, "reference", times, lambda: _flatten(module(*inputs)))
+        fp32_references = references
+        if case.checker is not None and module is not fp32_module:
+            fp32_references = _stage(Verdict.FAIL_EXPORT, "reference_fp32", times,
+                                     lambda: _flatten(fp32_module(*inputs)))
     lowered = _stage(
         Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(exported, flow, chipset)
     )
@@ -126,6 +150,11 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
         _write_raw(folder / f"input_{i}.bin", tensor)
     for i, tensor in enumerate(references):
         _write_raw(folder / f"reference_{i}.bin", tensor)
+    if fp32_references is not references:
+        for i, tensor in enumerate(fp32_references):
+            _write_raw(folder / f"fp32_reference_{i}.bin", tensor)
+    if case.checker is not None and samples.targets is not None:
+        np.save(folder / TARGETS_FILE, np.asarray(samples.targets), allow_pickle=False)
     artifact = Artifact(
         folder=folder,
         flow=flow,
@@ -136,6 +165,9 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
         delegated_ops=lowered.delegated_ops,
         undelegated_ops=lowered.undelegated_ops,
         times_s=times,
+        output_scales=scales,
+        fp32_reference=fp32_references is not references,
+        targets=case.checker is not None and samples.targets is not None,
     )
     artifact.save_meta()
     return artifact

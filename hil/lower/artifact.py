@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 META_FILE = "meta.json"
+TARGETS_FILE = "targets.npy"
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class TensorMeta:
 class Artifact:
     """A lowered case on the host, ready to push.
 
-    Folder layout: `model.pte`, `input_<i>.bin`, `reference_<i>.bin`, `meta.json`.
+    Folder layout: `model.pte`, `input_<i>.bin`, `reference_<i>.bin`, `meta.json`; for a case
+    with a checker also `fp32_reference_<i>.bin` (A8W8) and `targets.npy` (dataset targets).
     """
 
     folder: Path
@@ -49,7 +52,15 @@ class Artifact:
     undelegated_ops: tuple[str, ...] = ()
     """Op names left to the CPU (portable kernels)."""
     times_s: dict[str, float] = field(default_factory=dict)
-    """Seconds spent per stage: `export`, `quantize`, `lower`, `serialize`."""
+    """Seconds spent per stage: `build`, `inputs`, `calibration`, `quantize`, `export`,
+    `reference`, `lower`."""
+    output_scales: tuple[float | None, ...] = ()
+    """A8W8: per output, the scale of its final dequantize after convert_pt2e (None: not
+    quantized); empty for fp32."""
+    fp32_reference: bool = False
+    """`fp32_reference_<i>.bin` hold the fp32 model's outputs (A8W8 with a checker)."""
+    targets: bool = False
+    """`targets.npy` holds the dataset's targets for the checker."""
 
     @property
     def pte(self) -> Path:
@@ -64,6 +75,35 @@ class Artifact:
     def read_reference(self, index: int) -> np.ndarray:
         """Host reference output `index` as an array of its dtype and shape."""
         return read_raw(self.reference_file(index), self.outputs[index])
+
+    def read_fp32_reference(self, index: int) -> np.ndarray:
+        """The fp32 model's output `index` (the reference itself for an fp32 case)."""
+        if not self.fp32_reference:
+            return self.read_reference(index)
+        return read_raw(self.folder / f"fp32_reference_{index}.bin", self.outputs[index])
+
+    def read_targets(self) -> np.ndarray | None:
+        """The dataset's targets, when the artifact has them."""
+        return np.load(self.folder / TARGETS_FILE, allow_pickle=False) if self.targets else None
+
+    def output_scale(self, index: int) -> float | None:
+        """The quantization scale of output `index`, when it is quantized."""
+        return self.output_scales[index] if index < len(self.output_scales) else None
+
+    def record_fields(self) -> dict[str, Any]:
+        """What a case's results record says about its lowering: `.pte` size, seconds per
+        stage (of the lowering that built the artifact), delegated and undelegated ops."""
+        return {
+            "pte_bytes": self.pte_bytes,
+            "lowering_s": dict(self.times_s),
+            "delegation": {
+                "delegated_calls": self.delegated_calls,
+                "delegated_ops": list(self.delegated_ops),
+                "undelegated_ops": list(self.undelegated_ops),
+                "delegated_op_count": len(self.delegated_ops),
+                "undelegated_op_count": len(self.undelegated_ops),
+            },
+        }
 
     def save_meta(self) -> None:
         record = asdict(self)

@@ -1,5 +1,6 @@
 """JUnit XML rendering of a results document (junit-xml 1.9): one testsuite per
-`suite.precision`, one testcase per case in results order.
+(suite, precision, board), named `suite.precision@board` (`suite.precision@no-board` for
+cases that never reached a board), one testcase per case in results order.
 
 Verdicts map through `Verdict.junit_element`; PASS_UNDELEGATED is a pass whose system-out
 starts with a `WARNING: PASS_UNDELEGATED` line (JUnit has no "passed with a warning").
@@ -13,52 +14,86 @@ from typing import Any
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from hil.report.results import atomic_write_text, cap_text, clean_text, describe_board, one_line
+from hil.report.stats import format_latency
 from hil.verdict import Verdict
+
+NO_BOARD = "no-board"
+"""Testsuite name suffix of cases that never reached a board (lowering failed, skipped)."""
+FIRMWARE_PROPS = (
+    "ro.product.model",
+    "ro.soc.model",
+    "ro.build.fingerprint",
+    "ro.build.version.release",
+    "ro.build.version.incremental",
+    "ro.bootloader",
+)
+"""Board properties copied into the testsuite properties (as `board.<prop>`) when present."""
+
+
+def suite_name(case: dict[str, Any]) -> str:
+    """The testsuite a case belongs to: `suite.precision@board`."""
+    return f"{case['suite']}.{case['precision']}@{case.get('board') or NO_BOARD}"
 
 
 def write_junit(results: dict[str, Any], path: Path) -> None:
     """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically."""
+    atomic_write_text(Path(path), render_junit(results))
+
+
+def render_junit(results: dict[str, Any]) -> str:
+    """`results` as a JUnit XML document (a `<testsuites>` root)."""
     run = results.get("run") or {}
     groups: dict[str, list[dict[str, Any]]] = {}
     for case in results.get("cases") or []:
-        groups.setdefault(f"{case['suite']}.{case['precision']}", []).append(case)
-    suites = [_testsuite(name, cases, run) for name, cases in groups.items()]
-    atomic_write_text(Path(path), to_xml_report_string(suites))
+        groups.setdefault(suite_name(case), []).append(case)
+    return to_xml_report_string([_testsuite(name, cases, run) for name, cases in groups.items()])
 
 
 def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> TestSuite:
-    boards = list(dict.fromkeys(case["board"] for case in cases if case.get("board")))
-    if not boards:
-        boards = [board["name"] for board in run.get("boards") or []]
+    board = cases[0].get("board")
+    info = next((b for b in run.get("boards") or [] if b.get("name") == board), {})
     properties = {
-        "boards": ",".join(boards),
+        "board": board or NO_BOARD,
+        "board.virtual": _flag(info.get("virtual")) if info else None,
+        "board.adb": info.get("adb"),
+        "board.chipset": info.get("chipset"),
+        **{f"board.{prop}": (info.get("properties") or {}).get(prop) for prop in FIRMWARE_PROPS},
         "chipset": run.get("chipset"),
         "flow": run.get("flow"),
-        "virtual": "true" if run.get("virtual") else "false",
+        "virtual": _flag(run.get("virtual")),
         "hil": run.get("hil"),
         "torch": run.get("torch"),
         "executorch": run.get("executorch"),
         "sdk": run.get("sdk"),
         "run_id": run.get("id"),
+        "shard": run.get("shard"),
         "git_sha": run.get("git_sha"),
     }
     return TestSuite(
         name,
-        [_testcase(name, case, run) for case in cases],
-        hostname=boards[0] if len(boards) == 1 else None,
+        [_testcase(case, run) for case in cases],
+        hostname=board,
         timestamp=run.get("started"),
-        properties={key: "none" if val is None else str(val) for key, val in properties.items()},
+        properties={
+            key: "none" if val is None else str(val)
+            for key, val in properties.items()
+            if val is not None or not key.startswith("board.")
+        },
     )
 
 
-def _testcase(suite: str, case: dict[str, Any], run: dict[str, Any]) -> TestCase:
+def _flag(value: Any) -> str:
+    return "true" if value else "false"
+
+
+def _testcase(case: dict[str, Any], run: dict[str, Any]) -> TestCase:
     verdict = Verdict(case["verdict"])
     message = one_line(clean_text(str(case.get("message") or "")))
     detail = cap_text(clean_text(str(case.get("detail") or ""))) or None
     timings = (case.get("timings_s") or {}).values()
     testcase = TestCase(
         case["id"],
-        classname=case.get("classname") or suite,
+        classname=case.get("classname") or f"{case['suite']}.{case['precision']}",
         # milliseconds: keeps str(time) out of exponent notation, which the xsd rejects
         elapsed_sec=round(sum(t for t in timings if isinstance(t, (int, float))), 3),
         stdout=_system_out(case, verdict, message, run),
@@ -77,7 +112,8 @@ def _testcase(suite: str, case: dict[str, Any], run: dict[str, Any]) -> TestCase
 
 
 def _system_out(case: dict[str, Any], verdict: Verdict, message: str, run: dict[str, Any]) -> str:
-    """Board, warnings and logs of one case, capped and without control characters."""
+    """Board, warnings, latency and the log excerpts of one case (runner first, then UART and
+    logcat), each log capped at TEXT_CAP_BYTES and without control characters."""
     lines = []
     if verdict is Verdict.PASS_UNDELEGATED:
         reason = message or "ops expected on the NPU ran on the CPU"
@@ -88,8 +124,16 @@ def _system_out(case: dict[str, Any], verdict: Verdict, message: str, run: dict[
     lines.append(f"board: {describe_board(run, case.get('board'))}")
     if (case.get("attempts") or 1) > 1:
         lines.append(f"attempts: {case['attempts']}")
-    logs = sorted((case.get("logs") or {}).items(), key=lambda item: item[0] != "runner")
+    latency = format_latency(case)
+    if latency:
+        lines.append(f"latency ms: {latency}")
+    logs = sorted((case.get("logs") or {}).items(), key=lambda item: _log_order(item[0]))
     for name, log in logs:
         if isinstance(log, str) and log:
-            lines += [f"--- {name} log ---", clean_text(log)]
-    return cap_text("\n".join(lines))
+            lines += [f"--- {name} log ---", cap_text(clean_text(log))]
+    return "\n".join(lines)
+
+
+def _log_order(name: str) -> tuple[int, str]:
+    known = ("runner", "uart", "logcat")
+    return (known.index(name) if name in known else len(known), name)

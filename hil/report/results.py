@@ -116,6 +116,44 @@ def totals(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
     return {v.value: counts[v.value] for v in Verdict if counts[v.value]}
 
 
+SEVERITY = (
+    Verdict.FAIL_RUN,
+    Verdict.FAIL_MISMATCH,
+    Verdict.FAIL_LOAD,
+    Verdict.FAIL_LOWER,
+    Verdict.FAIL_QUANTIZE,
+    Verdict.FAIL_EXPORT,
+    Verdict.ERROR_INTERNAL,
+    Verdict.ERROR_INFRA,
+)
+"""Bad verdicts, worst first: the model crashing or computing wrong numbers on the board
+before it failing to lower, and test failures before errors of hil or of the infrastructure."""
+
+
+def case_key(case: dict[str, Any]) -> str:
+    """`suite.precision.id`, unique within a run."""
+    return f"{case['suite']}.{case['precision']}.{case['id']}"
+
+
+def worst_abs_error(case: dict[str, Any]) -> float | None:
+    """The largest `max_abs` over the case's outputs, None when none was measured."""
+    errors = [o["max_abs"] for o in case.get("outputs") or [] if isinstance(o.get("max_abs"), (int, float))]
+    return max(errors, default=None)
+
+
+def worst_first(cases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The failed and errored cases ordered by SEVERITY, mismatches by their largest abs
+    error (largest first); otherwise in results order."""
+
+    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
+        index, case = item
+        error = worst_abs_error(case)
+        return SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0), index
+
+    bad = [(i, c) for i, c in enumerate(cases) if Verdict(c["verdict"]) in SEVERITY]
+    return [case for _, case in sorted(bad, key=rank)]
+
+
 def _finished_case(case: dict[str, Any]) -> dict[str, Any]:
     """The record stored for `case`: sanitised, one-line message, capped detail and logs."""
     record = sanitise(case)
@@ -129,6 +167,17 @@ def _finished_case(case: dict[str, Any]) -> dict[str, Any]:
         for name, log in (record.get("logs") or {}).items()
     }
     return record
+
+
+def _serialise(run: dict[str, Any], cases: list[dict[str, Any]]) -> str:
+    document = {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "run": run,
+        "cases": cases,
+        "totals": totals(cases),
+    }
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
 class ResultsWriter:
@@ -149,7 +198,7 @@ class ResultsWriter:
     @property
     def document(self) -> dict[str, Any]:
         """The document as last written (a fresh copy)."""
-        return json.loads(self._serialise(self._run, self._cases))
+        return json.loads(_serialise(self._run, self._cases))
 
     def add(self, case: dict[str, Any]) -> None:
         """Append a finished case (a valid verdict is required) and rewrite the file. On an
@@ -172,19 +221,17 @@ class ResultsWriter:
         self._write(run, self._cases)
         self._run = run
 
-    @staticmethod
-    def _serialise(run: dict[str, Any], cases: list[dict[str, Any]]) -> str:
-        document = {
-            "schema": SCHEMA,
-            "version": VERSION,
-            "run": run,
-            "cases": cases,
-            "totals": totals(cases),
-        }
-        return json.dumps(document, indent=2, allow_nan=False) + "\n"
-
     def _write(self, run: dict[str, Any], cases: list[dict[str, Any]]) -> None:
-        atomic_write_text(self.path, self._serialise(run, cases))
+        atomic_write_text(self.path, _serialise(run, cases))
+
+
+def save_results(document: dict[str, Any], path: Path) -> None:
+    """Write a whole results document (e.g. a merge) atomically, its totals recounted."""
+    run = sanitise(document["run"])
+    cases = [sanitise(case) for case in document["cases"]]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, _serialise(run, cases))
 
 
 def load_results(path: Path) -> dict[str, Any]:

@@ -50,6 +50,7 @@ EXECUTOR_SOCKET_DEVICE_PATH = "/dev/socket/hil-enn-executor"
 LOGCAT_DEVICE_PATH = "/dev/hil/logcat"
 CONTROL_DEVICE_PATH = "/dev/hil/control"
 PROPERTIES_DEVICE_DIR = "/dev/__properties__"
+VENDOR_LIB_PATH = "/vendor/lib64/libenn_public_api_cpp.so"
 
 _HOST_READ_ONLY = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 _MAX_SYMLINK_HOPS = 40
@@ -152,6 +153,11 @@ def soc_model(chipset: str) -> str:
         raise UsageError(f"--chipset {chipset!r}: expected one of {known}") from None
 
 
+def wrong_chipset(chipset: str) -> str:
+    """A chipset other than `chipset` (what the `wrong-chipset` fault reports)."""
+    return next(other for other in sorted(CHIPSETS) if other != chipset)
+
+
 def _host_python_roots() -> list[Path]:
     """The host folders the board's Python needs inside the sandbox, outermost only,
     leaving out those under the read-only host folders already bound."""
@@ -172,9 +178,12 @@ def _host_python_roots() -> list[Path]:
 class Device:
     """The virtual board's device side: filesystem, properties, log and shell sandbox."""
 
-    def __init__(self, root: Path, chipset: str, serial: str) -> None:
+    def __init__(self, root: Path, chipset: str, serial: str, vendor_lib: bool = True) -> None:
         self.chipset = chipset
         self.serial = serial
+        self.vendor_lib = vendor_lib
+        """Whether `/vendor/lib64/libenn_public_api_cpp.so` exists (without it the runner
+        segfaults, as on a real board)."""
         self.root = root.resolve()
         self.fs = self.root / "fs"
         self.run_dir = self.root / "run"
@@ -224,6 +233,11 @@ class Device:
                        "proc", "dev"):
             (self.fs / folder).mkdir(parents=True, exist_ok=True)
         (self.fs / "data/local/tmp").chmod(0o771)
+        vendor_lib = self.fs / VENDOR_LIB_PATH.lstrip("/")
+        if self.vendor_lib:
+            vendor_lib.write_text("hil VIRTUAL board: placeholder for the ENN vendor library\n")
+        else:
+            vendor_lib.unlink(missing_ok=True)
         self._props_path.parent.mkdir(parents=True, exist_ok=True)
         for host in _HOST_READ_ONLY:
             self._mirror_host_path(Path(host))
@@ -264,6 +278,15 @@ class Device:
                 inside.symlink_to(os.readlink(host))
         else:
             inside.mkdir(parents=True, exist_ok=True)
+
+    def report_chipset(self, chipset: str) -> None:
+        """Make getprop report `chipset` (`self.chipset` keeps the configured one)."""
+        model = soc_model(chipset)
+        for key in ("ro.hardware.chipname", "ro.board.platform", "ro.hardware"):
+            self.properties[key] = model.lower()
+        self.properties["ro.soc.model"] = model
+        self.properties["ro.hil.virtual.chipset"] = chipset
+        self._write_properties()
 
     def set_property(self, key: str, value: str) -> None:
         """Set one property, visible to the next `getprop`."""

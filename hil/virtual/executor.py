@@ -68,7 +68,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+
+if TYPE_CHECKING:
+    from hil.virtual.faults import Fault
 
 log = logging.getLogger(__name__)
 
@@ -543,10 +546,17 @@ class WarmExecutor:
     serialised (one runner at a time, like one NPU).
     """
 
-    def __init__(self, fs_root: Path, socket_path: Path, vendor_lib: bool = True) -> None:
+    def __init__(
+        self,
+        fs_root: Path,
+        socket_path: Path,
+        vendor_lib: bool = True,
+        hooks: ExecutorHooks | None = None,
+    ) -> None:
         self.fs_root = Path(fs_root)
         self.socket_path = Path(socket_path)
         self.vendor_lib = vendor_lib
+        self.hooks = hooks
         self._warm = threading.Event()
         self._run_lock = threading.Lock()
         self._programs = ProgramCache()
@@ -633,7 +643,19 @@ class WarmExecutor:
             return
         conn.settimeout(None)
         log.debug("runner pid %s in %s: %s", pid, cwd, argv)
-        result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn))
+        faults = self.hooks.runner_started(pid, cwd) if self.hooks is not None else []
+        kinds = {fault.kind: fault for fault in faults}
+        if kinds.keys() & _STALLING_FAULTS:
+            _wait_for_hangup(conn)
+            return
+        if "crash" in kinds:
+            result = _crashed(kinds["crash"].signal)
+        else:
+            result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn))
+            if kinds.keys() & {"truncate-output", "missing-output"}:
+                _damage_outputs(self.fs_root, cwd, argv, truncate="truncate-output" in kinds)
+        if self.hooks is not None:
+            self.hooks.runner_finished(pid, result.shell_status)
         header = _RESPONSE_HEADER.pack(
             -1 if result.exit_code is None else result.exit_code,
             result.signal or 0,
@@ -646,6 +668,55 @@ class WarmExecutor:
             log.info("runner pid %s went away before its result (%s)", pid, error)
             return
         log.debug("runner pid %s: status %d", pid, result.shell_status)
+
+
+class ExecutorHooks(Protocol):
+    """What the board process learns of runner execs, and the faults it injects into them."""
+
+    def runner_started(self, pid: int | None, cwd: str) -> list[Fault]:
+        """A runner exec arrives; returns the faults that fire on it."""
+        ...
+
+    def runner_finished(self, pid: int | None, status: int) -> None:
+        """The runner ended with shell status `status`."""
+        ...
+
+
+_STALLING_FAULTS = {"hang", "drop", "reboot"}
+"""Faults after which the runner never answers: it hangs until killed (a drop or a
+reboot kills it from the board's side)."""
+_HANG_LIMIT_S = 3600.0
+
+
+def _wait_for_hangup(conn: socket.socket) -> None:
+    """A hung runner: nothing until the front is killed (or an hour passed)."""
+    deadline = time.monotonic() + _HANG_LIMIT_S
+    while not _peer_closed(conn) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _crashed(sig: int) -> RunnerResult:
+    """A runner that died by `sig` right after starting."""
+    console = _Console()
+    console.stderr += BANNER.encode() + b"\n"
+    console.log("F", f"hil fault injection: runner killed by signal {sig}")
+    return RunnerResult(bytes(console.stdout), bytes(console.stderr), None, sig)
+
+
+def _damage_outputs(fs_root: Path, cwd: str, argv: Sequence[str], truncate: bool) -> None:
+    """Cut the written `output_<i>.bin` files to half (`truncate`) or remove them."""
+    try:
+        flags, _extra, _help = _parse_flags(argv)
+    except _FlagError:
+        return
+    folder = _DeviceFs(fs_root, cwd).host(flags["output_path"]) if flags["output_path"] else None
+    if folder is None or not folder.is_dir():
+        return
+    for path in folder.glob("output_*.bin"):
+        if truncate:
+            os.truncate(path, path.stat().st_size // 2)
+        else:
+            path.unlink()
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):

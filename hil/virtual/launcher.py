@@ -26,15 +26,28 @@ log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
 _READY = re.compile(re.escape(READY_PREFIX) + r"(127\.0\.0\.1:\d+) ")
+_CONSOLE = re.compile(r" console=(\S+)")
 
 
 class VirtualBoardProcess:
-    """A running virtual board: `address` ("127.0.0.1:PORT"), `pid`, `root`, `stop()`."""
+    """A running virtual board: `address` ("127.0.0.1:PORT"), `pid`, `root`, `console`
+    (its UART's pty), `control(line)`, `stop()`."""
 
-    def __init__(self, process: subprocess.Popen[bytes], address: str, root: Path) -> None:
+    def __init__(
+        self, process: subprocess.Popen[bytes], address: str, root: Path, console: str | None = None
+    ) -> None:
         self.process = process
         self.address = address
         self.root = root
+        self.console = console
+
+    def control(self, line: str) -> None:
+        """Send one request to the board's control FIFO (`fault SPEC`, `power cycle`...)."""
+        fd = os.open(self.root / "run" / "control", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            os.write(fd, line.encode() + b"\n")
+        finally:
+            os.close(fd)
 
     @property
     def pid(self) -> int:
@@ -134,4 +147,5 @@ def start_virtual_board(
         VirtualBoardProcess(process, "", root).stop()
         raise InfraError(f"virtual board {name}: unexpected first line {line!r}")
     log.info("virtual board %s: %s", name, line)
-    return VirtualBoardProcess(process, match.group(1), root)
+    console = _CONSOLE.search(line)
+    return VirtualBoardProcess(process, match.group(1), root, console.group(1) if console else None)

@@ -1,7 +1,7 @@
 """`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
 
 Prints one line to stdout once it listens:
-`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR (VIRTUAL board: ...)`.
+`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
 Everything else goes to stderr through `logging`.
 """
 
@@ -16,7 +16,10 @@ import tempfile
 from pathlib import Path
 
 from hil.errors import InfraError, UsageError
+from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
+from hil.virtual.faults import FaultPlan, parse_fault
+from hil.virtual.link import LINKS, Link
 from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--serial", default="hil-virtual", help="ro.serialno (default: hil-virtual)"
     )
     parser.add_argument(
+        "--link", default="none", metavar="|".join(LINKS),
+        help="shape bandwidth and latency like a USB cable (default: none)",
+    )
+    parser.add_argument(
         "--reboot-seconds", type=float, default=2.0,
         help="how long a reboot keeps the board off the network (default: 2.0)",
+    )
+    parser.add_argument(
+        "--console", type=Path, default=None, metavar="PATH",
+        help="make PATH a symlink to the board's UART (a pty; its /dev/pts path is printed "
+        "on start either way)",
+    )
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="SPEC",
+        help="inject a fault, e.g. drop,on=push | freeze | crash,signal=ABRT | hang | "
+        "wrong-chipset (see hil/virtual/faults.py); repeatable; also at run time: "
+        "`echo 'fault SPEC' > ROOT/run/control`",
+    )
+    parser.add_argument(
+        "--no-vendor-lib", action="store_true",
+        help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
 
 
@@ -61,13 +83,29 @@ def run(args: argparse.Namespace) -> int:
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
-    device = Device(root, args.chipset, args.serial)
-    board = VirtualBoard(device, args.port, args.reboot_seconds)
-    asyncio.run(_serve(board))
+    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib)
+    if args.link not in LINKS:
+        raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
+    faults = FaultPlan()
+    now = []  # `on=now` faults apply once the board runs
+    for spec in args.fault:
+        fault = parse_fault(spec)
+        if fault.on == "now":
+            now.append(spec)
+        else:
+            faults.add(fault)
+    console = VirtualConsole(args.console)
+    try:
+        board = VirtualBoard(
+            device, args.port, args.reboot_seconds, Link(args.link), faults, console
+        )
+        asyncio.run(_serve(board, now))
+    finally:
+        console.close()
     return 0
 
 
-async def _serve(board: VirtualBoard) -> None:
+async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -76,10 +114,13 @@ async def _serve(board: VirtualBoard) -> None:
         await board.start()
     except OSError as exc:
         raise InfraError(f"virtual board could not start: {exc}") from exc
+    for spec in faults_now:
+        board.add_fault(spec)
     device = board.device
+    console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
-        f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root} "
-        "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
+        f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
+        f"{console} (VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
     try:

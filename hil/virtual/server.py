@@ -9,11 +9,15 @@ WRTE is acknowledged only when its service takes it. Services: `shell:`, `shell,
 `VirtualBoard` owns the listener, the device model, the warm executor and reboots:
 a reboot drops every transport, stops listening for `reboot_seconds`, listens again with
 `sys.boot_completed=0` and sets it to 1 `BOOT_COMPLETED_DELAY` seconds later.
+It also owns the UART (`console.py`), the power switch (`power on|off|cycle`) and the
+injected faults (`faults.py`): requests arrive as lines on the control FIFO
+`ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear`, `console TEXT`, `power ...`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import itertools
 import logging
@@ -24,9 +28,13 @@ import struct
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
+from hil.errors import UsageError
 from hil.virtual import protocol
-from hil.virtual.device import Device
-from hil.virtual.protocol import A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
+from hil.virtual.console import VirtualConsole
+from hil.virtual.device import Device, wrong_chipset
+from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
+from hil.virtual.link import Link
+from hil.virtual.protocol import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual.sync import serve_sync
 
 log = logging.getLogger(__name__)
@@ -34,8 +42,15 @@ log = logging.getLogger(__name__)
 LISTEN_HOST = "127.0.0.1"
 EMULATOR_PORTS = range(5555, 5586)
 """Ports a starting adb server probes and registers as emulators: never listen there."""
+STREAMS_LOG = "streams.log"
+"""In the board's run folder: the service kind of every stream opened, one per line (what a
+host did on the board, in round trips)."""
 BOOT_COMPLETED_DELAY = 0.5
 """Seconds between adbd coming back after a reboot and `sys.boot_completed=1`."""
+AUTH_TOKEN, AUTH_SIGNATURE = 1, 2
+"""AUTH message types (arg0) the board sends or answers."""
+FAULT_ACTION_TIMEOUT = 10.0
+"""Seconds a thread waits for the board's event loop to apply a fault."""
 
 SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
 _SHELL_PACKET = struct.Struct("<BI")
@@ -136,9 +151,12 @@ class Transport:
         self._ids = itertools.count(1)
 
     async def send(self, message: Message) -> None:
-        """Write one message to the host."""
+        """Write one message to the host (held while the board is frozen, delayed by a
+        `slow` fault)."""
+        await self.board.awake(delay=True)
         if self.writer.is_closing():
             raise StreamClosed
+        await self.board.link.to_host(protocol.HEADER_SIZE + len(message.data))
         self.writer.write(protocol.encode(message, self.version))
         await self.writer.drain()
 
@@ -146,6 +164,7 @@ class Transport:
         header = await self.reader.readexactly(protocol.HEADER_SIZE)
         command, arg0, arg1, length = protocol.decode_header(header, protocol.DEVICE_MAXDATA)
         data = await self.reader.readexactly(length) if length else b""
+        await self.board.link.from_host(protocol.HEADER_SIZE + length)
         return Message(command, arg0, arg1, data)
 
     async def run(self) -> None:
@@ -154,6 +173,7 @@ class Transport:
         try:
             while True:
                 message = await self._read_message()
+                await self.board.awake(delay=False)
                 await self._dispatch(message)
         except (asyncio.IncompleteReadError, ConnectionError, StreamClosed):
             log.info("transport from %s closed", peer)
@@ -182,6 +202,8 @@ class Transport:
                 stream.on_write(message.data)
         elif message.command == A_CLSE:
             await self._host_closed(message.arg1)
+        elif message.command == A_AUTH:
+            await self._auth(message)
         else:
             log.debug("ignoring %s", message.name)
 
@@ -194,8 +216,23 @@ class Transport:
             self.version,
             self.maxdata,
         )
+        if self.board.faults.state("auth-refused"):
+            log.info("fault auth-refused: asking for a key it will not accept")
+            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
+            return
+        await self._accept_host()
+
+    async def _accept_host(self) -> None:
         banner = self.board.device.banner()
         await self.send(Message(A_CNXN, self.version, protocol.DEVICE_MAXDATA, banner))
+
+    async def _auth(self, message: Message) -> None:
+        """The host's answer to AUTH. While `auth-refused` holds: a new token for a
+        signature, silence for a public key (a user who never accepts the dialog)."""
+        if not self.board.faults.state("auth-refused"):
+            await self._accept_host()
+        elif message.arg0 == AUTH_SIGNATURE:
+            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
 
     async def _open(self, message: Message) -> None:
         name = message.data.rstrip(b"\0").decode(errors="replace")
@@ -204,6 +241,9 @@ class Transport:
             log.info("refusing unknown service %r", name)
             await self.send(Message(A_CLSE, 0, message.arg0))
             return
+        await self.board.link.open_stream()
+        with (self.board.device.run_dir / STREAMS_LOG).open("a", encoding="utf-8") as streams:
+            streams.write(name.partition(":")[0] + "\n")
         local_id = next(self._ids)
         stream = Stream(self, local_id, message.arg0)
         self._streams[local_id] = stream
@@ -268,10 +308,21 @@ def exit_status(returncode: int) -> int:
 class VirtualBoard:
     """The board process: listener, transports, services, reboots and the executor."""
 
-    def __init__(self, device: Device, port: int, reboot_seconds: float) -> None:
+    def __init__(
+        self,
+        device: Device,
+        port: int,
+        reboot_seconds: float,
+        link: Link | None = None,
+        faults: FaultPlan | None = None,
+        console: VirtualConsole | None = None,
+    ) -> None:
         self.device = device
+        self.link = link or Link("none")
         self.port = port
         self.reboot_seconds = reboot_seconds
+        self.faults = faults or FaultPlan()
+        self.console = console
         self._server: asyncio.Server | None = None
         self._transports: dict[Transport, asyncio.Task[None]] = {}
         self._reboot_task: asyncio.Task[None] | None = None
@@ -279,11 +330,19 @@ class VirtualBoard:
         self._control_fd: int | None = None
         self._control_buffer = b""
         self._executor: _Executor | None = None
+        self._thawed = asyncio.Event()
+        self._thawed.set()
+        self._powered = True
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         """Prepare the device, start the executor and listen; the board is booted."""
+        self._loop = asyncio.get_running_loop()
         self.device.prepare()
+        self._apply_state_faults()
         self.device.log("hil virtual board booting")
+        if self.console is not None:
+            self.console.boot_banner(self.device.chipset, self.device.serial)
         self._executor = self._start_executor()
         self._control_fd = os.open(self.device.control_path, os.O_RDWR | os.O_NONBLOCK)
         asyncio.get_running_loop().add_reader(self._control_fd, self._on_control)
@@ -312,9 +371,94 @@ class VirtualBoard:
             log.warning("no warm executor (%s): running without %s", exc,
                         self.device.executor_socket)
             return None
-        executor = WarmExecutor(self.device.fs, self.device.executor_socket)
+        executor = WarmExecutor(
+            self.device.fs, self.device.executor_socket, vendor_lib=self.device.vendor_lib,
+            hooks=self,
+        )
         executor.start()
         return executor
+
+    # -- faults -------------------------------------------------------------------------
+    async def awake(self, delay: bool) -> None:
+        """Wait while the board is frozen; with `delay`, add a `slow` fault's delay."""
+        await self._thawed.wait()
+        slow = self.faults.state("slow") if delay else None
+        if slow is not None:
+            await asyncio.sleep(slow.delay)
+
+    def fire(self, event: str, path: str = "") -> list[Fault]:
+        """The faults firing on `event` (in the event loop); board faults are applied at
+        once, the others are the caller's to act on."""
+        fired = self.faults.fire(event, path)
+        for fault in fired:
+            log.warning("fault %s fires on %s %s", fault.kind, event, path)
+            self.device.log(f"fault injected: {fault.kind} on {event}", level="W")
+            if fault.kind in BOARD_KINDS:
+                self._apply(fault)
+        return fired
+
+    def fire_threadsafe(self, event: str, path: str = "") -> list[Fault]:
+        """`fire` from another thread, returning once the event loop has applied it."""
+        assert self._loop is not None
+
+        async def fire() -> list[Fault]:
+            return self.fire(event, path)
+
+        return asyncio.run_coroutine_threadsafe(fire(), self._loop).result(FAULT_ACTION_TIMEOUT)
+
+    def _apply(self, fault: Fault) -> None:
+        if fault.kind == "drop":
+            for transport in list(self._transports):
+                transport.abort()
+        elif fault.kind == "freeze":
+            self._thawed.clear()
+        elif fault.kind == "reboot":
+            self.request_reboot(f"fault reboot on {fault.on}")
+        elif fault.kind == "panic" and self.console is not None:
+            self.console.write_line(fault.text)
+
+    def add_fault(self, spec: str) -> None:
+        """Arm a fault SPEC (`on=now`: apply it at once)."""
+        fault = parse_fault(spec)
+        if fault.on == "now":
+            self._apply(fault)
+            return
+        self.faults.add(fault)
+        self._apply_state_faults()
+
+    def clear_faults(self) -> None:
+        """Disarm every fault; a frozen board stays frozen until rebooted."""
+        self.faults.clear()
+        self._apply_state_faults()
+
+    def _apply_state_faults(self) -> None:
+        wrong = self.faults.state("wrong-chipset") is not None
+        self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
+
+    # -- executor hooks (called from the executor's threads) ------------------------------
+    def runner_started(self, pid: int | None, cwd: str) -> list[Fault]:
+        """A runner exec begins: log it, fire the `exec` faults."""
+        self.device.log(f"enn_executor_runner pid {pid}: start in {cwd}", tag="enn")
+        if self.console is not None:
+            self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
+        try:
+            return self.fire_threadsafe("exec")
+        except (concurrent.futures.TimeoutError, RuntimeError) as exc:
+            log.warning("exec faults not evaluated: %s", exc)
+            return []
+
+    def runner_finished(self, pid: int | None, status: int) -> None:
+        """A runner exec ended with shell status `status` (128+N: killed by signal N)."""
+        if status > 128:
+            signum = status - 128
+            self.device.log(
+                f"Fatal signal {signum} ({signal.Signals(signum).name}) in tid {pid} "
+                f"(enn_executor_runner), pid {pid} (enn_executor_runner)",
+                tag="libc", level="F",
+            )
+        self.device.log(f"enn_executor_runner pid {pid}: exit status {status}", tag="enn")
+        if self.console is not None:
+            self.console.write_line(f"enn: runner pid {pid} exited with status {status}")
 
     async def _listen(self) -> None:
         while True:
@@ -328,6 +472,7 @@ class VirtualBoard:
         log.info("listening on %s:%d", LISTEN_HOST, port)
 
     async def _drop_transports(self) -> None:
+        self._thawed.set()  # a reboot or power cut ends a freeze
         if self._server is not None:
             self._server.close()
         for transport in list(self._transports):
@@ -353,6 +498,8 @@ class VirtualBoard:
     def _set_boot_completed(self) -> None:
         self.device.set_property("sys.boot_completed", "1")
         self.device.log("boot completed")
+        if self.console is not None:
+            self.console.write_line("init: sys.boot_completed=1")
         log.info("boot completed")
 
     def request_reboot(self, reason: str) -> None:
@@ -362,13 +509,43 @@ class VirtualBoard:
 
     async def _reboot(self, reason: str) -> None:
         log.info("rebooting (%s): down for %.1f s", reason, self.reboot_seconds)
+        await self._shutdown(reason)
+        await asyncio.sleep(self.reboot_seconds)
+        await self._boot()
+
+    def request_power(self, action: str) -> None:
+        """The power switch (`on`, `off`, `cycle`): works on a frozen board too."""
+        if self._reboot_task is not None and not self._reboot_task.done():
+            self._reboot_task.cancel()
+        self._reboot_task = asyncio.create_task(self._power(action))
+
+    async def _power(self, action: str) -> None:
+        if action in ("off", "cycle") and self._powered:
+            await self._shutdown(f"power {action}")
+            self._powered = False
+            if self.console is not None:
+                self.console.enabled = False
+        if action == "cycle":
+            await asyncio.sleep(self.reboot_seconds)
+        if action in ("on", "cycle") and not self._powered:
+            self._powered = True
+            if self.console is not None:
+                self.console.enabled = True
+            await self._boot()
+
+    async def _shutdown(self, reason: str) -> None:
         self.device.log(f"reboot requested ({reason})")
+        if self.console is not None:
+            self.console.write_line(f"reboot: Restarting system with command '{reason}'")
         if self._boot_task is not None:
             self._boot_task.cancel()
         self.device.set_property("sys.boot_completed", "0")
         await self._drop_transports()
-        await asyncio.sleep(self.reboot_seconds)
+
+    async def _boot(self) -> None:
         self.device.log("hil virtual board booting")
+        if self.console is not None:
+            self.console.boot_banner(self.device.chipset, self.device.serial)
         await self._listen()
         self._boot_task = asyncio.create_task(self._finish_boot())
 
@@ -384,11 +561,28 @@ class VirtualBoard:
             return
         *lines, self._control_buffer = self._control_buffer.split(b"\n")
         for line in lines:
-            words = line.decode(errors="replace").split()
-            if words and words[0] == "reboot":
-                self.request_reboot(" ".join(["reboot command", *words[1:]]))
-            elif words:
-                log.warning("unknown control request %r", line)
+            self._control(line.decode(errors="replace"))
+
+    def _control(self, line: str) -> None:
+        """One control request: `reboot [WHY]`, `fault SPEC`, `fault clear`,
+        `console TEXT`, `power on|off|cycle`."""
+        command, _, rest = line.strip().partition(" ")
+        rest = rest.strip()
+        if command == "reboot":
+            self.request_reboot(" ".join(["reboot command", rest]).strip())
+        elif command == "fault" and rest == "clear":
+            self.clear_faults()
+        elif command == "fault":
+            try:
+                self.add_fault(rest)
+            except UsageError as exc:
+                log.warning("control: %s", exc)
+        elif command == "console" and self.console is not None:
+            self.console.write_line(rest)
+        elif command == "power" and rest in ("on", "off", "cycle"):
+            self.request_power(rest)
+        elif command:
+            log.warning("unknown control request %r", line)
 
     def service(self, name: str) -> Service | None:
         """The handler of an OPEN's service name, or None to refuse it."""

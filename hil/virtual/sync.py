@@ -63,9 +63,16 @@ async def serve_sync(stream: Stream, device: Device) -> None:
         elif request in (b"LIST", b"LIS2"):
             await stream.write_records(_list(device, path, v2=request == b"LIS2"))
         elif request == b"SEND":
-            if not await _send(stream, device, path):
+            fired = stream.transport.board.fire("push", path.rpartition(",")[0])
+            if any(fault.kind == "drop" for fault in fired):
+                return
+            full = any(fault.kind == "storage-full" for fault in fired)
+            if not await _send(stream, device, path, storage_full=full):
                 return
         elif request == b"RECV":
+            fired = stream.transport.board.fire("pull", path)
+            if any(fault.kind == "drop" for fault in fired):
+                return
             if not await _recv(stream, device, path):
                 return
         else:
@@ -162,17 +169,19 @@ def _flush(fd: int, pending: bytearray) -> str:
     return ""
 
 
-async def _send(stream: Stream, device: Device, spec: str) -> bool:
+async def _send(stream: Stream, device: Device, spec: str, storage_full: bool = False) -> bool:
     """SEND `path,mode`: receive DATA chunks until DONE, then OKAY or FAIL. On failure
-    the remaining DATA is drained first and the partial file removed."""
+    the remaining DATA is drained first and the partial file removed. `storage_full`
+    fails it as a full /data partition does."""
     path, _, mode_text = spec.rpartition(",")
     host: Path | None = None
     fd = -1
     mode = 0
-    error = ""
+    error = f"write failed: {os.strerror(errno.ENOSPC)}" if storage_full else ""
     try:
         mode = int(mode_text)
-        host, fd = _create(device, path, mode)
+        if not error:
+            host, fd = _create(device, path, mode)
     except ValueError:
         error = f"bad SEND mode in {spec!r}"
     except OSError as exc:

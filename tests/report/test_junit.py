@@ -1,5 +1,5 @@
-"""JUnit XML rendering: counts per suite as consumers read them, xsd validity, verdict mapping,
-clean and capped system-out."""
+"""JUnit XML rendering: a testsuite per (suite, precision, board) with the counts consumers
+read, xsd validity, verdict mapping, clean and capped system-out."""
 
 from __future__ import annotations
 
@@ -30,16 +30,61 @@ def _suites(path: Path) -> dict:
 
 
 def _testcases(path: Path) -> dict:
-    return {(suite.name, tc.name): tc for suite in JUnitXml.fromfile(str(path)) for tc in suite}
+    return {(tc.classname, tc.name): tc for suite in JUnitXml.fromfile(str(path)) for tc in suite}
 
 
-def test_junitparser_reads_counts_per_suite_precision(junit: Path) -> None:
+def _counts(suite) -> tuple[int, int, int, int]:
+    return (suite.tests, suite.failures, suite.errors, suite.skipped)
+
+
+def test_junitparser_reads_counts_per_suite_precision_and_board(junit: Path) -> None:
     suites = _suites(junit)
-    assert list(suites) == ["smoke.fp32", "models.a8w8"]
-    smoke, models = suites["smoke.fp32"], suites["models.a8w8"]
-    assert (smoke.tests, smoke.failures, smoke.errors, smoke.skipped) == (4, 1, 0, 1)
-    assert (models.tests, models.failures, models.errors, models.skipped) == (3, 1, 2, 0)
-    assert [tc.name for tc in smoke] == ["conv2d", "linear", "add", "relu6"]
+    assert list(suites) == [
+        "smoke.fp32@virtual-0",
+        "smoke.fp32@no-board",
+        "models.a8w8@virtual-0",
+        "models.a8w8@no-board",
+    ]
+    assert _counts(suites["smoke.fp32@virtual-0"]) == (3, 1, 0, 0)
+    assert _counts(suites["smoke.fp32@no-board"]) == (1, 0, 0, 1)
+    assert _counts(suites["models.a8w8@virtual-0"]) == (2, 1, 1, 0)
+    assert _counts(suites["models.a8w8@no-board"]) == (1, 0, 1, 0)
+    assert [tc.name for tc in suites["smoke.fp32@virtual-0"]] == ["conv2d", "linear", "add"]
+    xml = JUnitXml.fromfile(str(junit))
+    assert sum(s.tests for s in xml) == 7
+    assert sum(s.failures for s in xml) == 2 and sum(s.errors for s in xml) == 2
+    assert sum(s.skipped for s in xml) == 1
+
+
+def test_each_board_gets_its_own_testsuite_with_its_properties(tmp_path: Path) -> None:
+    results = sample_results()
+    results["run"]["boards"].append(
+        {
+            "name": "R3CX40ABCD",
+            "adb": "R3CX40ABCD",
+            "chipset": "E9955",
+            "virtual": False,
+            "properties": {"ro.build.fingerprint": "samsung/e9955/1.2:user", "ro.secret": "x"},
+        }
+    )
+    results["cases"] = [
+        case("smoke", "fp32", "conv2d", "PASS"),
+        case("smoke", "fp32", "add", "PASS", board="R3CX40ABCD"),
+        case("smoke", "fp32", "linear", "FAIL_MISMATCH", board="R3CX40ABCD", message="off"),
+    ]
+    path = tmp_path / "junit.xml"
+    write_junit(results, path)
+    suites = _suites(path)
+    assert list(suites) == ["smoke.fp32@virtual-0", "smoke.fp32@R3CX40ABCD"]
+    real = suites["smoke.fp32@R3CX40ABCD"]
+    assert _counts(real) == (2, 1, 0, 0)
+    assert all(tc.classname == "smoke.fp32" for tc in real)
+    properties = {p.name: p.value for p in real.properties()}
+    assert properties["board"] == "R3CX40ABCD"
+    assert properties["board.virtual"] == "false"
+    assert properties["board.ro.build.fingerprint"] == "samsung/e9955/1.2:user"
+    assert "board.ro.secret" not in properties
+    assert real.hostname == "R3CX40ABCD"
 
 
 def test_xml_validates_against_jenkins_xsd_minus_known_extensions(junit: Path) -> None:
@@ -99,9 +144,16 @@ def test_system_out_names_the_virtual_board_and_strips_control_characters(junit:
 
 
 def test_suite_properties_timestamp_and_hostname(junit: Path) -> None:
-    suite = _suites(junit)["smoke.fp32"]
+    suite = _suites(junit)["smoke.fp32@virtual-0"]
     properties = {p.name: p.value for p in suite.properties()}
-    assert properties["boards"] == "virtual-0"
+    assert properties["board"] == "virtual-0"
+    assert properties["board.virtual"] == "true"
+    assert properties["board.chipset"] == "E9955"
+    assert (properties["hil"], properties["torch"], properties["executorch"]) == (
+        "0.1.0",
+        "2.14.1",
+        "1.5.1",
+    )
     assert properties["virtual"] == "true"
     assert properties["run_id"] == "20261130-033500-ab12cd"
     assert properties["sdk"] == "none"
@@ -114,7 +166,7 @@ def test_suite_properties_timestamp_and_hostname(junit: Path) -> None:
     assert suite.hostname == "virtual-0"
 
 
-def test_megabyte_log_is_capped(tmp_path: Path) -> None:
+def test_each_megabyte_log_is_capped_on_its_own(tmp_path: Path) -> None:
     results = sample_results()
     results["cases"] = [
         case(
@@ -123,16 +175,24 @@ def test_megabyte_log_is_capped(tmp_path: Path) -> None:
             "big",
             "FAIL_RUN",
             message="boom",
-            logs={"runner": "x" * 1024 * 1024 + "\nlast line"},
+            logs={
+                "logcat": "l" * 1024 * 1024 + "\nlogcat end",
+                "runner": "x" * 1024 * 1024 + "\nrunner end",
+                "uart": "u" * 1024 * 1024 + "\nuart end",
+            },
         )
     ]
     path = tmp_path / "junit.xml"
     write_junit(results, path)
     out = _testcases(path)[("smoke.fp32", "big")].system_out
-    assert len(out.encode()) <= TEXT_CAP_BYTES
-    assert "bytes cut by hil" in out
-    assert out.endswith("last line")
-    assert path.stat().st_size < 2 * TEXT_CAP_BYTES
+    sections = out.split("\n--- ")
+    assert [s.split(" log ---")[0] for s in sections[1:]] == ["runner", "uart", "logcat"]
+    for section, end in zip(sections[1:], ["runner end", "uart end", "logcat end"], strict=True):
+        body = section.split("\n", 1)[1]
+        assert len(body.encode()) <= TEXT_CAP_BYTES
+        assert "bytes cut by hil" in body
+        assert body.endswith(end)
+    assert path.stat().st_size < 4 * TEXT_CAP_BYTES
 
 
 def test_rewrite_leaves_no_temporary_files(tmp_path: Path) -> None:
@@ -140,4 +200,4 @@ def test_rewrite_leaves_no_temporary_files(tmp_path: Path) -> None:
     path.write_text("old")
     write_junit(sample_results(), path)
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
-    assert len(_suites(path)) == 2
+    assert len(_suites(path)) == 4

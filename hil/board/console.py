@@ -1,0 +1,241 @@
+"""A board's serial console (UART), read in the background with pyserial.
+
+`SerialConsole(url)` opens anything `serial.serial_for_url` knows: a device path
+(`/dev/ttyUSB0`, a pty), `socket://host:port` (ser2net, a console server) or
+`rfc2217://host:port`. A thread reads it for the whole run, appends every line to the
+run's console log and keeps the recent lines in memory, numbered, so a case can ask for
+exactly the lines written while it ran (`mark()` then `excerpt(mark)`), and whether one of
+them shows the board crashing (`crash_line(mark)`): a kernel panic, an oops, a watchdog
+bite, an SError, an NPU/ENN fault. A lost port (unplugged adapter, closed socket) is
+reopened every second until `close()`.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Protocol
+
+import serial
+
+from hil.errors import InfraError
+
+log = logging.getLogger(__name__)
+
+CRASH_PATTERNS: tuple[str, ...] = (
+    r"Kernel panic",
+    r"Unable to handle kernel",
+    r"Internal error: Oops",
+    r"watchdog.{0,40}\b(bite|bark|expired|reset)\b",
+    r"\bSError\b",
+    r"\b(npu|enn)\b.{0,60}\b(fault|panic|hang|timed? ?out|abort)",
+)
+"""Console lines that mean the board (not the model) failed; matched case-insensitively."""
+
+KEEP_LINES = 20000
+"""Console lines kept in memory (older ones are only in the log file)."""
+EXCERPT_LINES = 200
+"""Lines attached to a result at most."""
+REOPEN_S = 1.0
+"""Seconds between attempts to reopen a lost port."""
+_READ_TIMEOUT_S = 0.02
+
+
+class Console(Protocol):
+    """What a run needs of a board's console (a pty and a `socket://` port are two of it)."""
+
+    @property
+    def ok(self) -> bool:
+        """The port is open and being read."""
+        ...
+
+    def mark(self) -> int:
+        """A position: the number of lines seen so far (after draining what is waiting)."""
+        ...
+
+    def excerpt(self, since: int, limit: int = EXCERPT_LINES) -> str:
+        """The lines seen after `mark` `since`, at most the last `limit`."""
+        ...
+
+    def crash_line(self, since: int) -> str | None:
+        """The first line after `since` that shows the board crashing, if any."""
+        ...
+
+    def close(self) -> None:
+        """Stop reading and close the port."""
+        ...
+
+
+class ConsoleCrash(InfraError):
+    """The board's console showed a crash while a case ran (verdict ERROR_INFRA)."""
+
+    def __init__(self, board: str, line: str) -> None:
+        super().__init__(f"{board}: console: {line}")
+        self.line = line
+
+
+class SerialConsole:
+    """Background reader of one serial console; see the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        log_path: Path | None = None,
+        baudrate: int = 115200,
+        patterns: Sequence[str] = CRASH_PATTERNS,
+    ) -> None:
+        self.url = url
+        self.baudrate = baudrate
+        self.log_path = log_path
+        self._crash = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+        self._lines: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
+        self._count = 0
+        self._partial = b""
+        self._cycles = 0
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._port: serial.SerialBase | None = None
+        self._log: IO[str] | None = None
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> SerialConsole:
+        """Open the port (InfraError naming the URL when it cannot be) and start reading."""
+        self._port = self._connect()
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_path.open("a", encoding="utf-8", errors="replace")
+        self._thread = threading.Thread(target=self._read_loop, name=f"console {self.url}",
+                                         daemon=True)
+        self._thread.start()
+        return self
+
+    def _connect(self) -> serial.SerialBase:
+        try:
+            port = serial.serial_for_url(self.url, baudrate=self.baudrate,
+                                         timeout=_READ_TIMEOUT_S)
+            port.reset_input_buffer()  # what waited in the buffer predates this run
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise InfraError(f"console {self.url}: cannot open: {exc}") from exc
+        return port
+
+    @property
+    def ok(self) -> bool:
+        return self._port is not None and self._thread is not None and self._thread.is_alive()
+
+    def _read_loop(self) -> None:
+        while not self._stop.is_set():
+            port = self._port
+            if port is None:
+                if self._stop.wait(REOPEN_S):
+                    break
+                try:
+                    self._port = self._connect()
+                    log.info("console %s: reopened", self.url)
+                except InfraError as exc:
+                    log.debug("%s", exc)
+                self._cycle()
+                continue
+            try:
+                data = port.read(4096)
+            except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
+                # TypeError/AttributeError: pyserial's socket:// read after a close
+                if self._stop.is_set():
+                    break
+                log.warning("console %s: lost (%s); reopening every %.0f s", self.url, exc, REOPEN_S)
+                self._close_port()
+                data = b""
+            if data:
+                self._take(data)
+            self._cycle()
+
+    def _cycle(self) -> None:
+        with self._cond:
+            self._cycles += 1
+            self._cond.notify_all()
+
+    def _take(self, data: bytes) -> None:
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        lines = [raw.rstrip(b"\r").decode("utf-8", "replace") for raw in complete]
+        with self._cond:
+            self._lines.extend(lines)
+            self._count += len(lines)
+        if self._log is not None and lines:
+            self._log.write("".join(f"{line}\n" for line in lines))
+            self._log.flush()
+
+    def _drain(self, timeout: float = 1.0) -> None:
+        """Wait until the reader has finished a full read started after this call, so
+        whatever the board wrote before now is counted."""
+        with self._cond:
+            target = self._cycles + 2
+            self._cond.wait_for(lambda: self._cycles >= target or not self.ok, timeout)
+
+    def mark(self) -> int:
+        if self.ok:
+            self._drain()
+        with self._cond:
+            return self._count
+
+    def _since(self, since: int) -> list[str]:
+        with self._cond:
+            lines = list(self._lines)
+            count = self._count
+        new = count - since
+        if new <= 0:
+            return []
+        return lines[-new:]
+
+    def excerpt(self, since: int, limit: int = EXCERPT_LINES) -> str:
+        if self.ok:
+            self._drain()
+        lines = self._since(since)
+        partial = self._partial.decode("utf-8", "replace").rstrip("\r")
+        if partial:
+            lines.append(partial)
+        return "\n".join(lines[-limit:])
+
+    def crash_line(self, since: int) -> str | None:
+        if self.ok:
+            self._drain()
+        for line in self._since(since):
+            if self._crash.search(line):
+                return line.strip()[:300]
+        return None
+
+    def _close_port(self) -> None:
+        port, self._port = self._port, None
+        if port is not None:
+            try:
+                port.close()
+            except (serial.SerialException, OSError) as exc:
+                log.debug("console %s: close: %s", self.url, exc)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._close_port()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> SerialConsole:
+        return self.open()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def probe_console(url: str, baudrate: int = 115200, listen_s: float = 0.3) -> str:
+    """Open a console briefly for a preflight: "ok" or "ok (N lines)", else InfraError."""
+    with SerialConsole(url, baudrate=baudrate) as console:
+        time.sleep(listen_s)
+        lines = console.mark()
+        if not console.ok:
+            raise InfraError(f"console {url}: lost while probing")
+    return f"ok ({lines} lines)" if lines else "ok"

@@ -1,0 +1,229 @@
+"""The board inventory: which boards a lab has, how to reach, watch and power them.
+
+```yaml
+boards:
+  - name: e9955-a                 # required, [A-Za-z0-9._-], unique
+    adb: R3CX40ABCDE              # required: adb serial or host:port (network adb)
+    chipset: E9955                # required: what getprop must report
+    console: /dev/ttyUSB0         # optional: a device path, socket://host:port, rfc2217://host:port
+    console_baud: 115200          # optional (default 115200)
+    power:                        # optional: one argv (or one string, split like a shell) per action
+      off: [usbrelay, BITFT_1=0]
+      on: [usbrelay, BITFT_1=1]
+      cycle: [pdu-ctl, cycle, "3"]    # optional: default off, wait, on
+    tags: [lab-a, nightly]        # optional
+  - name: e9965-b
+    adb: 192.168.1.50:5555
+    chipset: E9965
+    power: {relay: /dev/ttyUSB1, channel: 2}   # a USB serial relay (LCUS protocol)
+```
+
+Entries are plain validated records (what a board is); the drivers in `adb.py`,
+`console.py` and `power.py` take them. Every error names the file, the entry and the field.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hil.board.power import CommandPower, PowerControl, SerialRelayPower
+from hil.board.spec import BoardSpec, parse_boards
+from hil.errors import UsageError
+
+CHIPSETS = ("E9955", "E9965")
+NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
+_CONSOLE_SCHEMES = ("socket://", "rfc2217://")
+_FIELDS = {"name", "adb", "chipset", "console", "console_baud", "power", "tags"}
+_POWER_COMMANDS = ("on", "off", "cycle")
+_RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
+
+
+@dataclass(frozen=True)
+class InventoryEntry:
+    """One board: identity and the resources to reach it."""
+
+    name: str
+    """Unique name, used in results and log file names."""
+    adb: str
+    """adb serial or `host:port`; empty for a virtual board hil starts itself."""
+    chipset: str | None = None
+    """The chipset getprop must report; None: whatever the run targets."""
+    console: str | None = None
+    """Serial console URL (a device path, `socket://`, `rfc2217://`)."""
+    console_baud: int = 115200
+    """Console baud rate."""
+    power: PowerControl | None = None
+    """How to switch its power; None: no power control (the ladder stops at reboot)."""
+    tags: tuple[str, ...] = ()
+    """Free-form labels."""
+    virtual: bool = False
+    """A virtual board that hil starts and stops (`--board virtual`)."""
+
+    @property
+    def network(self) -> bool:
+        """Reached with `adb connect` rather than over USB."""
+        return ":" in self.adb
+
+
+class _Where:
+    def __init__(self, path: Path, entry: str = "") -> None:
+        self.path = path
+        self.entry = entry
+
+    def error(self, field: str, problem: str) -> UsageError:
+        where = f"{self.path}: {self.entry}: " if self.entry else f"{self.path}: "
+        return UsageError(f"{where}{field}: {problem}")
+
+
+def load_inventory(path: Path) -> list[InventoryEntry]:
+    """Parse and validate an inventory file."""
+    if not path.is_file():
+        raise UsageError(f"--inventory: file not found: {path}")
+    where = _Where(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{path}: not a readable YAML inventory: {first}") from exc
+    if not isinstance(data, dict) or set(data) != {"boards"}:
+        raise where.error("top level", "expected a mapping with only a 'boards' list")
+    raw = data["boards"]
+    if not isinstance(raw, list) or not raw:
+        raise where.error("boards", "expected a non-empty list of boards")
+    entries = [_entry(path, index, item) for index, item in enumerate(raw)]
+    for field in ("name", "adb"):
+        values = [getattr(e, field) for e in entries]
+        duplicates = sorted({v for v in values if values.count(v) > 1})
+        if duplicates:
+            raise where.error("boards", f"{field} {duplicates[0]!r} appears twice")
+    return entries
+
+
+def _text(where: _Where, item: dict[str, Any], field: str, required: bool) -> str | None:
+    value = item.get(field)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise where.error(field, "required, a non-empty string" if required else "expected a string")
+    return value.strip()
+
+
+def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
+    where = _Where(path, f"boards[{index}]")
+    if not isinstance(item, dict):
+        raise where.error("entry", "expected a mapping")
+    name = _text(where, item, "name", required=True)
+    assert name is not None
+    if not NAME.match(name):
+        raise where.error("name", f"{name!r}: letters, digits, '.', '_' and '-' only (<= 64)")
+    where = _Where(path, f"boards[{index}] ({name})")
+    unknown = set(item) - _FIELDS
+    if unknown:
+        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_FIELDS))})")
+    adb = _text(where, item, "adb", required=True)
+    assert adb is not None
+    if not _ADB.match(adb):
+        raise where.error("adb", f"{adb!r} is not an adb serial or host:port")
+    chipset = _text(where, item, "chipset", required=True)
+    if chipset not in CHIPSETS:
+        raise where.error("chipset", f"{chipset!r}: expected one of {', '.join(CHIPSETS)}")
+    console = _text(where, item, "console", required=False)
+    if console is not None and "://" in console and not console.startswith(_CONSOLE_SCHEMES):
+        raise where.error("console", f"{console!r}: a device path, socket:// or rfc2217:// URL")
+    baud = item.get("console_baud", 115200)
+    if not isinstance(baud, int) or isinstance(baud, bool) or baud <= 0:
+        raise where.error("console_baud", f"expected a positive integer, got {baud!r}")
+    tags = item.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise where.error("tags", "expected a list of strings")
+    return InventoryEntry(
+        name=name, adb=adb, chipset=chipset, console=console, console_baud=baud,
+        power=_power(where, item.get("power")), tags=tuple(tags),
+    )
+
+
+def _argv(where: _Where, field: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        try:
+            argv = shlex.split(value)
+        except ValueError as exc:
+            raise where.error(field, f"cannot split the command: {exc}") from exc
+    elif isinstance(value, list) and all(isinstance(a, (str, int, float)) for a in value):
+        argv = [str(a) for a in value]
+    else:
+        raise where.error(field, "expected a command: a list of arguments or a string")
+    if not argv:
+        raise where.error(field, "empty command")
+    return tuple(argv)
+
+
+def _power(where: _Where, raw: Any) -> PowerControl | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise where.error("power", "expected a mapping: {on, off, cycle} commands or {relay, channel}")
+    if "relay" in raw:
+        unknown = set(raw) - _RELAY_FIELDS
+        if unknown:
+            raise where.error(f"power.{sorted(unknown)[0]}", "unknown field")
+        url = raw["relay"]
+        if not isinstance(url, str) or not url:
+            raise where.error("power.relay", "expected a serial device path or URL")
+        channel = raw.get("channel", 1)
+        if not isinstance(channel, int) or isinstance(channel, bool) or not 1 <= channel <= 8:
+            raise where.error("power.channel", f"expected 1..8, got {channel!r}")
+        baud = raw.get("baud", 9600)
+        if not isinstance(baud, int) or isinstance(baud, bool) or baud <= 0:
+            raise where.error("power.baud", f"expected a positive integer, got {baud!r}")
+        inverted = raw.get("inverted", False)
+        if not isinstance(inverted, bool):
+            raise where.error("power.inverted", "expected true or false")
+        return SerialRelayPower(url, channel, baud, inverted)
+    unknown = set(raw) - set(_POWER_COMMANDS)
+    if unknown:
+        raise where.error(f"power.{sorted(unknown)[0]}", "unknown field (on, off, cycle, or relay)")
+    commands = {key: _argv(where, f"power.{key}", raw[key]) for key in _POWER_COMMANDS if key in raw}
+    if "cycle" not in commands and not {"on", "off"} <= commands.keys():
+        raise where.error("power", "needs a cycle command, or both on and off")
+    return CommandPower(commands.get("on"), commands.get("off"), commands.get("cycle"))
+
+
+def select_boards(
+    inventory: Sequence[InventoryEntry], board_args: Sequence[str]
+) -> list[InventoryEntry]:
+    """The boards of a run or a `hil boards`: the inventory's, narrowed by `--board` values
+    that name an entry (by name or adb id); other `--board` values add boards of their own
+    (`virtual`, a serial, `host:port`). Without either: one virtual board."""
+    if not inventory:
+        return from_specs(parse_boards(board_args))
+    by_key = {e.name: e for e in inventory} | {e.adb: e for e in inventory}
+    chosen = [by_key[arg] for arg in board_args if arg in by_key] if board_args else list(inventory)
+    extra = [arg for arg in board_args if arg not in by_key]
+    if extra:
+        chosen += from_specs(parse_boards(extra))
+    names = [e.name for e in chosen]
+    if len(set(names)) != len(names):
+        raise UsageError("--board: the same board is named twice")
+    return chosen
+
+
+def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:
+    """Inventory entries for `--board` specs: named `virtual-<i>` for virtual boards, by
+    their adb id otherwise."""
+    entries = []
+    virtual_index = 0
+    for spec in specs:
+        if spec.virtual:
+            entries.append(InventoryEntry(name=f"virtual-{virtual_index}", adb="", virtual=True))
+            virtual_index += 1
+        else:
+            entries.append(InventoryEntry(name=spec.adb, adb=spec.adb))
+    return entries

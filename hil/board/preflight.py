@@ -1,0 +1,272 @@
+"""Preflight: is a board what the inventory says, and fit to run cases?
+
+`inspect_board` asks the board (through adb, every call time-limited) for its chipset
+(`getprop`: `ro.soc.model`, then `ro.hardware.chipname`, `ro.board.platform`), its
+architecture, the free space in `/data/local/tmp`, whether the ENN vendor library is there
+(without it the real runner segfaults) and which runner is installed, and opens its console.
+`hil boards` prints the reports as a table; `hil run` refuses a board with a problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from adbutils import AdbDevice
+
+from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, VENDOR_LIBS, AdbBoard, chipset_from_props
+from hil.board.console import probe_console
+from hil.board.inventory import InventoryEntry
+from hil.board.watchdog import bounded
+from hil.errors import InfraError
+
+if TYPE_CHECKING:
+    from hil.adbserver import AdbServer
+
+VIRTUAL_RUNNER = Path(__file__).parents[1] / "virtual" / "runner_front.py"
+"""What hil installs as `enn_executor_runner` on a virtual board."""
+
+WORK_PARENT = "/data/local/tmp"
+"""The folder hil's device root lives in (always there on Android)."""
+MIN_FREE_BYTES = 256 * 1024 * 1024
+"""Less free space than this in /data/local/tmp is a problem (models, inputs, outputs)."""
+ARCHITECTURE = "aarch64"
+
+
+@dataclass
+class BoardReport:
+    """What preflight found out about one board; `problems` empty means fit."""
+
+    name: str
+    adb: str
+    expected_chipset: str | None
+    state: str = "-"
+    chipset: str | None = None
+    chipset_source: str = ""
+    """The property that named it, e.g. `ro.soc.model=S5E9965`."""
+    architecture: str = "-"
+    free_bytes: int | None = None
+    vendor_lib: str | None = None
+    """Where `libenn_public_api_cpp.so` was found; None when nowhere."""
+    runner: str = "-"
+    console: str = "-"
+    virtual: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def row(self) -> list[str]:
+        """The table row: name, adb, chipset, state, free, vendor lib, runner, console."""
+        chipset = self.chipset or "?"
+        if self.expected_chipset and self.chipset and self.chipset != self.expected_chipset:
+            chipset = f"{self.chipset} (inventory: {self.expected_chipset})"
+        return [
+            self.name + (" (VIRTUAL)" if self.virtual else ""),
+            self.adb or "-",
+            chipset if self.state == "device" else "-",
+            self.state,
+            _size(self.free_bytes),
+            "-" if self.state != "device" else ("yes" if self.vendor_lib else "MISSING"),
+            self.runner,
+            self.console,
+        ]
+
+
+HEADER = ["name", "adb", "chipset", "state", "free /data/local/tmp", "ENN vendor lib",
+          "runner", "console"]
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def identity_problems(report: BoardReport, run_chipset: str | None) -> list[str]:
+    """Why a board whose identity was read cannot serve a run targeting `run_chipset`."""
+    problems = []
+    source = f" ({report.chipset_source})" if report.chipset_source else ""
+    if report.chipset is None:
+        problems.append(f"chipset unknown: none of {', '.join(CHIPSET_PROPS)} names an Exynos SoC")
+    elif report.expected_chipset and report.chipset != report.expected_chipset:
+        problems.append(
+            f"chipset mismatch: getprop says {report.chipset}{source}, "
+            f"the inventory says {report.expected_chipset}"
+        )
+    elif run_chipset and report.chipset != run_chipset:
+        problems.append(
+            f"chipset {report.chipset}{source}, but the run targets {run_chipset} (--chipset)"
+        )
+    if report.architecture != ARCHITECTURE:
+        problems.append(f"architecture {report.architecture}, expected {ARCHITECTURE}")
+    if report.vendor_lib is None:
+        problems.append(
+            "ENN vendor library libenn_public_api_cpp.so missing from /vendor/lib64 and "
+            "/system/lib64: the runner would crash"
+        )
+    if report.free_bytes is not None and report.free_bytes < MIN_FREE_BYTES:
+        problems.append(f"only {_size(report.free_bytes)} free in /data/local/tmp")
+    return problems
+
+
+def inspect_board(
+    board: AdbBoard,
+    entry: InventoryEntry,
+    run_chipset: str | None = None,
+    runner: Path | None = None,
+    console: bool = True,
+) -> BoardReport:
+    """Preflight one reachable board. Adb failures become problems (state `error`)."""
+    report = BoardReport(entry.name, board.address, entry.chipset)
+    try:
+        _identity(board, report)
+        report.problems += identity_problems(report, run_chipset)
+        report.runner = _runner_state(board, VIRTUAL_RUNNER if report.virtual else runner)
+    except InfraError as exc:
+        report.state = "error"
+        report.problems.append(str(exc))
+    if console:
+        report.console = check_console(entry, report)
+    return report
+
+
+def _identity(board: AdbBoard, report: BoardReport) -> None:
+    props = board.properties()
+    report.state = "device"
+    report.virtual = props.get("ro.hil.virtual") == "1"
+    report.chipset = chipset_from_props(props)
+    report.chipset_source = next(
+        (f"{key}={props[key]}" for key in CHIPSET_PROPS
+         if key in props and chipset_from_props({key: props[key]}) == report.chipset),
+        "",
+    )
+    report.architecture = board.shell(["uname", "-m"]).stdout.strip() or "?"
+    found = board.shell(["ls", "-d", *VENDOR_LIBS]).stdout.split()
+    report.vendor_lib = next((path for path in VENDOR_LIBS if path in found), None)
+    df = board.shell(["df", "-k", WORK_PARENT])
+    report.free_bytes = _free_bytes(df.stdout)
+
+
+def _free_bytes(df_output: str) -> int | None:
+    """Available bytes from `df -k` output (toybox and coreutils alike)."""
+    lines = [line for line in df_output.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return None
+    fields = lines[-1].split()
+    numbers = [f for f in fields[1:] if re.fullmatch(r"\d+", f)]
+    return int(numbers[2]) * 1024 if len(numbers) >= 3 else None
+
+
+def _runner_state(board: AdbBoard, runner: Path | None) -> str:
+    installed = board.runner_sha256()
+    if installed is None:
+        return "not installed"
+    if runner is None:
+        return f"installed ({installed[:12]})"
+    local = hashlib.sha256(runner.read_bytes()).hexdigest()
+    if installed == local:
+        return f"up to date ({installed[:12]})"
+    return f"outdated ({installed[:12]}, will be replaced)"
+
+
+def check_console(entry: InventoryEntry, report: BoardReport) -> str:
+    """`none`, `ok`, or `error` (with a problem added to the report)."""
+    if not entry.console:
+        return "none"
+    try:
+        return probe_console(entry.console, entry.console_baud)
+    except InfraError as exc:
+        report.problems.append(str(exc))
+        return "error"
+
+
+def render(reports: list[BoardReport]) -> str:
+    """The plain-text table, then one line per problem."""
+    rows = [HEADER] + [report.row() for report in reports]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+             for row in rows]
+    for report in reports:
+        lines += [f"{report.name}: {problem}" for problem in report.problems]
+    return "\n".join(lines) + "\n"
+
+
+def connect(entry: InventoryEntry, server: AdbServer, address: str, timeout_s: float) -> AdbDevice:
+    """The adbutils device of a board: `adb connect` for a network board, else wait until
+    the USB board is `device`. InfraError naming the state when it does not get there."""
+    if ":" in address:
+        return server.connect(address, timeout=timeout_s)
+    device = server.client.device(serial=address)
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        try:
+            state = bounded(device.get_state, timeout_s, "adb get-state")
+        except (InfraError, *ADB_ERRORS) as exc:
+            state = str(exc) or type(exc).__name__
+        if state == "device":
+            return device
+        time.sleep(0.2)
+    raise InfraError(f"{entry.name} ({address}): state {state!r}, not 'device'")
+
+
+def preflight(
+    entries: list[InventoryEntry],
+    check: bool,
+    run_chipset: str | None,
+    runner: Path | None,
+    idle_s: float,
+) -> list[BoardReport]:
+    """`hil boards`: connect every board (starting virtual ones), and with `check` inspect
+    them fully; without, only reachability and identity."""
+    from hil.adbserver import AdbServer
+    from hil.virtual.launcher import start_virtual_board
+
+    reports = []
+    with AdbServer() as server, ExitStack() as stack:
+        for entry in entries:
+            address = entry.adb
+            if entry.virtual:
+                root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hil-boards-")))
+                process = stack.enter_context(
+                    start_virtual_board(root, run_chipset or "E9955", entry.name)
+                )
+                address = process.address
+                if process.console:
+                    entry = dataclasses.replace(entry, console=process.console)
+            try:
+                device = connect(entry, server, address, idle_s)
+            except InfraError as exc:
+                report = BoardReport(entry.name, address, entry.chipset, state="unreachable")
+                report.problems.append(str(exc))
+                report.console = check_console(entry, report) if check else "-"
+                reports.append(report)
+                continue
+            board = AdbBoard(entry.name, address, device, "preflight", runner or VIRTUAL_RUNNER,
+                             timeout_s=idle_s, idle_timeout_s=idle_s)
+            if check:
+                reports.append(inspect_board(board, entry, run_chipset, runner))
+            else:
+                reports.append(_identify(board, entry))
+    return reports
+
+
+def _identify(board: AdbBoard, entry: InventoryEntry) -> BoardReport:
+    report = BoardReport(entry.name, board.address, entry.chipset)
+    try:
+        _identity(board, report)
+    except InfraError as exc:
+        report.state = "error"
+        report.problems.append(str(exc))
+    if report.expected_chipset and report.chipset and report.chipset != report.expected_chipset:
+        report.problems += identity_problems(report, None)[:1]
+    report.console = entry.console or "none"
+    return report

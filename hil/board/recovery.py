@@ -1,0 +1,231 @@
+"""The recovery ladder: how a board that failed is brought back, or taken out of the run.
+
+```
+HEALTHY ─fail─► RECONNECT ─fail─► REBOOT ─fail─► POWER_CYCLE ─fail─► QUARANTINED
+   ▲               │                 │                 │
+   └─── the board answers, has booted and reports its chipset ◄──┘
+```
+
+One enum and one transition function say which step follows which (`transition`); the
+board-specific work of each step lives in `Recovery`:
+
+- RECONNECT: make sure the run's adb server is alive (restart it if it died), then
+  `adb disconnect` + `adb connect` for a network board, or wait for a USB board to be
+  `device` again.
+- REBOOT: `adb reboot`, wait until the board is no longer `device` (so the old state is not
+  mistaken for the new one), then until it is `device` again with `sys.boot_completed=1`.
+- POWER_CYCLE (only with power control): `cycle()`, then the same wait.
+- QUARANTINED: the board is out for the rest of the run; the run goes on with the others.
+
+A crash seen on the console starts the ladder at REBOOT: a panicked kernel is not fixed by
+reconnecting.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import adbutils
+
+from hil.board.adb import ADB_ERRORS, AdbBoard, chipset_from_props
+from hil.board.console import ConsoleCrash
+from hil.board.power import PowerControl
+from hil.board.watchdog import bounded
+from hil.errors import InfraError
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2
+"""Seconds between two looks at a board that is coming back."""
+
+
+class Rung(enum.Enum):
+    """Where a board stands on the recovery ladder."""
+
+    HEALTHY = "healthy"
+    RECONNECT = "reconnect"
+    REBOOT = "reboot"
+    POWER_CYCLE = "power-cycle"
+    QUARANTINED = "quarantined"
+
+
+def transition(rung: Rung, recovered: bool, has_power: bool) -> Rung:
+    """The rung after trying `rung`: HEALTHY when the board is back, else the next step up
+    (POWER_CYCLE is skipped without power control). A quarantined board has no next rung."""
+    if rung is Rung.QUARANTINED:
+        raise ValueError("a quarantined board stays out of the run")
+    if recovered:
+        return Rung.HEALTHY
+    return {
+        Rung.HEALTHY: Rung.RECONNECT,
+        Rung.RECONNECT: Rung.REBOOT,
+        Rung.REBOOT: Rung.POWER_CYCLE if has_power else Rung.QUARANTINED,
+        Rung.POWER_CYCLE: Rung.QUARANTINED,
+    }[rung]
+
+
+def first_rung(error: BaseException) -> Rung:
+    """Where the ladder starts for this failure."""
+    return Rung.REBOOT if isinstance(error, ConsoleCrash) else Rung.RECONNECT
+
+
+class ServerKeeper:
+    """Restarts the run's adb server when it died; whichever board notices first does it."""
+
+    def __init__(self, server: object, probe_s: float = 5.0) -> None:
+        self.server = server
+        self.probe_s = probe_s
+        self.restarts = 0
+        self._lock = threading.Lock()
+
+    def ensure_alive(self) -> None:
+        """Return when the server answers, restarting it (same port) if it does not."""
+        client: adbutils.AdbClient = self.server.client  # type: ignore[attr-defined]
+        with self._lock:
+            try:
+                bounded(client.server_version, self.probe_s, "adb server version")
+                return
+            except (InfraError, adbutils.AdbError, OSError) as exc:
+                log.warning("adb server does not answer (%s): restarting it", exc)
+            self.server.restart()  # type: ignore[attr-defined]
+            self.restarts += 1
+
+
+@dataclass
+class Step:
+    """One rung tried: what it was, whether the board came back, and why not."""
+
+    rung: Rung
+    recovered: bool
+    message: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Recovery:
+    """The ladder's steps for one adb board."""
+
+    board: AdbBoard
+    keeper: ServerKeeper
+    connect: Callable[[str, float], adbutils.AdbDevice]
+    """`AdbServer.connect`: `adb connect` until the board is `device`."""
+    disconnect: Callable[[str], None]
+    """`AdbServer.disconnect`."""
+    network: bool
+    """Reached with `adb connect` (else over USB)."""
+    power: PowerControl | None = None
+    expected_chipset: str | None = None
+    idle_s: float = 30.0
+    """Limit of one adb call, and of the reconnect step."""
+    boot_s: float = 120.0
+    """Limit of a reboot or power cycle, until `sys.boot_completed=1`."""
+    history: list[Step] = field(default_factory=list)
+
+    def recover(self, start: Rung) -> Rung:
+        """Climb from `start` until the board is back (HEALTHY) or QUARANTINED."""
+        rung = start
+        while rung not in (Rung.HEALTHY, Rung.QUARANTINED):
+            began = time.monotonic()
+            try:
+                self._step(rung)
+                self.check()
+                step = Step(rung, True)
+            except (InfraError, *ADB_ERRORS) as exc:
+                step = Step(rung, False, f"{type(exc).__name__}: {exc}"[:300])
+            step.seconds = round(time.monotonic() - began, 2)
+            self.history.append(step)
+            log.warning("%s: recovery %s: %s%s", self.board.name, rung.value,
+                        "board is back" if step.recovered else "failed",
+                        f" ({step.message})" if step.message else "")
+            rung = transition(rung, step.recovered, self.power is not None)
+        return rung
+
+    def _step(self, rung: Rung) -> None:
+        if rung is Rung.RECONNECT:
+            self._wait_booted(self.idle_s)  # a board that rebooted by itself needs the wait
+        elif rung is Rung.REBOOT:
+            self._reboot()
+            self._wait_booted(self.boot_s)
+        elif rung is Rung.POWER_CYCLE:
+            assert self.power is not None
+            self.power.cycle()
+            self._wait_booted(self.boot_s)
+
+    def _reconnect(self, limit_s: float) -> None:
+        self.keeper.ensure_alive()
+        address = self.board.address
+        if self.network:
+            bounded(lambda: self.disconnect(address), self.idle_s, f"adb disconnect {address}")
+            self.board.device = bounded(
+                lambda: self.connect(address, limit_s), limit_s + self.idle_s,
+                f"adb connect {address}",
+            )
+            return
+        deadline = time.monotonic() + limit_s
+        while self._state() != "device":
+            if time.monotonic() > deadline:
+                raise InfraError(f"{address}: not back as 'device' within {limit_s:g} s")
+            time.sleep(POLL_S)
+
+    def _state(self) -> str:
+        try:
+            return bounded(self.board.device.get_state, self.idle_s, "adb get-state")
+        except (InfraError, *ADB_ERRORS) as exc:
+            return str(exc) or type(exc).__name__
+
+    def _reboot(self) -> None:
+        """`adb reboot` (the `reboot:` service, which an unrooted shell user may use),
+        then wait until the board has left state `device`."""
+
+        def request() -> None:
+            connection = self.board.device.open_transport(timeout=self.idle_s)
+            try:
+                connection.send_command("reboot:")
+                connection.check_okay()
+            finally:
+                connection.close()
+
+        bounded(request, self.idle_s, "adb reboot")
+        deadline = time.monotonic() + self.idle_s
+        while self._state() == "device":
+            if time.monotonic() > deadline:
+                raise InfraError(f"{self.board.address}: still 'device' {self.idle_s:g} s after reboot")
+            time.sleep(POLL_S)
+
+    def _wait_booted(self, limit_s: float) -> None:
+        """Reconnect until the board is `device` with `sys.boot_completed=1`."""
+        deadline = time.monotonic() + limit_s
+        last = ""
+        fresh = True
+        while time.monotonic() < deadline:
+            try:
+                if fresh or self._state() != "device":
+                    self._reconnect(max(1.0, min(self.idle_s, deadline - time.monotonic())))
+                    fresh = False
+                if self._getprop("sys.boot_completed") == "1":
+                    return
+                last = "sys.boot_completed is not 1"
+            except (InfraError, *ADB_ERRORS) as exc:
+                last = str(exc)
+            time.sleep(POLL_S)
+        raise InfraError(f"{self.board.address}: not back within {limit_s:g} s ({last})")
+
+    def _getprop(self, name: str) -> str:
+        return self.board.shell(["getprop", name]).stdout.strip()
+
+    def check(self) -> None:
+        """InfraError unless the board answers a shell, has booted and reports the
+        expected chipset."""
+        props = bounded(self.board.properties, self.idle_s, "getprop")
+        if props.get("sys.boot_completed") != "1":
+            raise InfraError(f"{self.board.name}: sys.boot_completed is not 1")
+        chipset = chipset_from_props(props)
+        if self.expected_chipset and chipset != self.expected_chipset:
+            raise InfraError(
+                f"{self.board.name}: reports chipset {chipset}, expected {self.expected_chipset}"
+            )

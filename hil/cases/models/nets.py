@@ -1,0 +1,182 @@
+"""Compact re-implementations of the upstream models whose packages are not installed here
+(torchsr's EDSR, torchaudio's Wav2Letter, Hugging Face's MobileBERT), written from the
+published architectures. Layer structure follows the originals; sizes are parameters, and
+the `models` suite says in its tags where it uses a reduced configuration.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+# -- EDSR (Lim et al. 2017; torchsr `edsr_r16f64`) ----------------------------------------
+
+
+class MeanShift(nn.Conv2d):
+    """Fixed 1x1 conv adding (sign=+1) or subtracting (sign=-1) the DIV2K RGB mean."""
+
+    def __init__(self, sign: float, rgb_mean: tuple[float, float, float] = (0.4488, 0.4371, 0.4040)) -> None:
+        super().__init__(3, 3, kernel_size=1)
+        with torch.no_grad():
+            self.weight.copy_(torch.eye(3).view(3, 3, 1, 1))
+            self.bias.copy_(sign * torch.tensor(rgb_mean))
+        self.requires_grad_(False)
+
+
+class ResBlock(nn.Module):
+    """conv → ReLU → conv, scaled by `res_scale`, plus the input."""
+
+    def __init__(self, features: int, res_scale: float) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(features, features, 3, padding=1),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(features, features, 3, padding=1),
+        )
+        self.res_scale = res_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x) * self.res_scale
+
+
+class Edsr(nn.Module):
+    """Enhanced Deep Residual network for single-image super-resolution: mean shift, head
+    conv, `blocks` residual blocks and a conv, global skip, sub-pixel upsampler, tail conv."""
+
+    def __init__(self, scale: int = 2, blocks: int = 16, features: int = 64, res_scale: float = 1.0) -> None:
+        super().__init__()
+        self.sub_mean = MeanShift(-1.0)
+        self.head = nn.Conv2d(3, features, 3, padding=1)
+        self.body = nn.Sequential(
+            *[ResBlock(features, res_scale) for _ in range(blocks)],
+            nn.Conv2d(features, features, 3, padding=1),
+        )
+        upsampler: list[nn.Module] = []
+        for _ in range(int(math.log2(scale))):
+            upsampler += [nn.Conv2d(features, 4 * features, 3, padding=1), nn.PixelShuffle(2)]
+        self.tail = nn.Sequential(*upsampler, nn.Conv2d(features, 3, 3, padding=1))
+        self.add_mean = MeanShift(1.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.head(self.sub_mean(x))
+        x = x + self.body(x)
+        return self.add_mean(self.tail(x))
+
+
+# -- Wav2Letter (Collobert et al. 2016; torchaudio `models.Wav2Letter`, waveform input) ----
+
+
+class Wav2Letter(nn.Module):
+    """Fully convolutional ASR acoustic model on raw 16 kHz audio: a strided waveform conv
+    (250 filters, window 250, hop 160), a stride-2 conv, seven 7-wide convs, a 32-wide
+    2000-filter conv, two 1x1 convs, ReLU after each, log-softmax over the labels."""
+
+    def __init__(self, num_classes: int = 29) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [
+            nn.Conv1d(1, 250, kernel_size=250, stride=160, padding=45), nn.ReLU(inplace=True),
+            nn.Conv1d(250, 250, kernel_size=48, stride=2, padding=23), nn.ReLU(inplace=True),
+        ]
+        for _ in range(7):
+            layers += [nn.Conv1d(250, 250, kernel_size=7, padding=3), nn.ReLU(inplace=True)]
+        layers += [
+            nn.Conv1d(250, 2000, kernel_size=32, padding=16), nn.ReLU(inplace=True),
+            nn.Conv1d(2000, 2000, kernel_size=1), nn.ReLU(inplace=True),
+            nn.Conv1d(2000, num_classes, kernel_size=1), nn.ReLU(inplace=True),
+        ]
+        self.acoustic_model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.acoustic_model(x), dim=1)
+
+
+# -- MobileBERT (Sun et al. 2020; Hugging Face `MobileBertModel`) --------------------------
+
+
+class NoNorm(nn.Module):
+    """MobileBERT's replacement of LayerNorm: an elementwise affine map."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(features))
+        self.bias = nn.Parameter(torch.zeros(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight + self.bias
+
+
+class MobileBertLayer(nn.Module):
+    """One inverted-bottleneck transformer block: bottleneck in (hidden → intra), shared
+    query/key bottleneck, multi-head attention, `ffn_stack` feed-forward networks at the
+    intra size, bottleneck out (intra → hidden) with the block's residual."""
+
+    def __init__(self, hidden: int, intra: int, heads: int, intermediate: int, ffn_stack: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.input_bottleneck = nn.Linear(hidden, intra)
+        self.input_norm = NoNorm(intra)
+        self.shared_bottleneck = nn.Linear(hidden, intra)
+        self.shared_norm = NoNorm(intra)
+        self.query = nn.Linear(intra, intra)
+        self.key = nn.Linear(intra, intra)
+        self.value = nn.Linear(hidden, intra)
+        self.attention_out = nn.Linear(intra, intra)
+        self.attention_norm = NoNorm(intra)
+        self.ffn = nn.ModuleList(
+            nn.ModuleDict({"up": nn.Linear(intra, intermediate), "down": nn.Linear(intermediate, intra),
+                           "norm": NoNorm(intra)})
+            for _ in range(ffn_stack)
+        )
+        self.output_bottleneck = nn.Linear(intra, hidden)
+        self.output_norm = NoNorm(hidden)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        return x.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        layer_input = self.input_norm(self.input_bottleneck(hidden))
+        shared = self.shared_norm(self.shared_bottleneck(hidden))
+        q, k = self._split(self.query(shared)), self._split(self.key(shared))
+        v = self._split(self.value(hidden))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        context = torch.softmax(scores, dim=-1) @ v
+        context = context.transpose(1, 2).reshape(layer_input.shape)
+        x = self.attention_norm(self.attention_out(context) + layer_input)
+        for block in self.ffn:
+            x = block["norm"](block["down"](torch.relu(block["up"](x))) + x)
+        return self.output_norm(self.output_bottleneck(x) + hidden)
+
+
+class MobileBert(nn.Module):
+    """MobileBERT encoder: trigram word embedding (embedding → concat of neighbours →
+    projection), position and token-type embeddings, NoNorm, `layers` MobileBERT blocks.
+    Returns the last hidden state `(N, length, hidden)`. Published: vocab 30522, 24 layers."""
+
+    def __init__(self, vocab: int = 30522, layers: int = 24, hidden: int = 512, intra: int = 128,
+                 embedding: int = 128, heads: int = 4, intermediate: int = 512, ffn_stack: int = 4,
+                 max_positions: int = 512) -> None:
+        super().__init__()
+        self.word = nn.Embedding(vocab, embedding)
+        self.project = nn.Linear(3 * embedding, hidden)
+        self.position = nn.Embedding(max_positions, hidden)
+        self.token_type = nn.Embedding(2, hidden)
+        self.norm = NoNorm(hidden)
+        self.layers = nn.ModuleList(
+            MobileBertLayer(hidden, intra, heads, intermediate, ffn_stack) for _ in range(layers)
+        )
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        words = self.word(ids)
+        pad = torch.zeros_like(words[:, :1])
+        trigram = torch.cat(
+            [torch.cat([words[:, 1:], pad], dim=1), words, torch.cat([pad, words[:, :-1]], dim=1)], dim=2
+        )
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        x = self.project(trigram) + self.position(positions) + self.token_type(torch.zeros_like(ids))
+        x = self.norm(x)
+        for layer in self.layers:
+            x = layer(x)
+        return x

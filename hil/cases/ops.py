@@ -1,0 +1,451 @@
+"""The built-in `ops` suite: every op of the ENN op-support table and the extra ops of the
+ExecuTorch 1.5.1 Samsung test tree, each at fp32 and at A8W8.
+
+Shapes follow the upstream tests (`executorch/backends/samsung/test/ops/`), inputs are seeded
+uniform draws in a range that suits the op (positive for sqrt/log, ...). Every case id starts
+with its op's name and carries the tag `op:<name>`; `expect_delegated` names the edge ops
+that must end inside a delegate on flow `enn` (recorded, not required, on host flows).
+
+Tolerances: fp32 is compared elementwise (atol/rtol 1e-4 unless a case says why not). A8W8
+is compared with the quantized model run eagerly on the host (the graph convert_pt2e
+produced): atol = 1e-3 + 2 steps of the output's quantization scale (read from the output's
+dequantize node), and SQNR >= 30 dB; an output the quantizer leaves in float (ops the ENN
+quantizer does not annotate, indices) falls back to the case's atol.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from hil.cases.case import PRECISIONS, Case, InputSpec, definition_site
+from hil.verdict import Tolerance
+
+ENN_OPS = (
+    "add", "avg_pool2d", "batch_norm", "bmm", "cat", "clamp", "constant_pad_nd", "conv2d",
+    "div", "embedding", "expand_copy", "gelu", "getitem", "hardsigmoid", "hardswish",
+    "hardtanh", "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "maximum",
+    "mean_dim", "minimum", "mul", "permute", "pixel_shuffle", "quantize_per_tensor",
+    "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel", "relu",
+    "reshape", "rsqrt", "select", "slice_copy", "softmax", "sqrt", "squeeze", "sub", "to_copy",
+    "unsqueeze", "upsample_bilinear2d", "upsample_nearest2d",
+)
+"""The ENN backend's op-support table (quantize/dequantize split into per-tensor and
+per-channel, each direction its own op)."""
+
+EXTRA_OPS = (
+    "cos", "sin", "log", "pow", "rms_norm", "group_norm", "index", "topk", "sum_int_list",
+    "split_with_sizes_copy", "tanh", "sigmoid",
+)
+"""Ops the ExecuTorch 1.5.1 Samsung test tree adds beyond the table."""
+
+OPS = ENN_OPS + EXTRA_OPS
+"""Every op the suite must cover at fp32 and at A8W8 (tests/cases/test_ops_coverage.py)."""
+
+FP32_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-4)
+A8W8_TOLERANCE = Tolerance(atol=1e-3, rtol=0.0, min_sqnr_db=30.0)
+A8W8_SCALE_STEPS = 2.0
+"""A8W8 atol = A8W8_TOLERANCE.atol + A8W8_SCALE_STEPS x the output's quantization scale:
+the int8 kernels and the host's quantize/dequantize simulation round differently by up to a
+step, and a requantizing op can add one more."""
+
+
+# -- modules ------------------------------------------------------------------------------
+
+
+class Binary(nn.Module):
+    """`fn(x, y)` of two inputs."""
+
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, y)
+
+
+class WithConstant(nn.Module):
+    """`fn(x, c)` with a seeded constant tensor `c` of `shape`."""
+
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                 shape: Sequence[int]) -> None:
+        super().__init__()
+        self.fn = fn
+        self.register_buffer("constant", torch.randn(tuple(shape)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, self.constant)
+
+
+class Unary(nn.Module):
+    """`fn(x, *args, **kwargs)` of one input, e.g. `torch.permute(x, dims)`."""
+
+    def __init__(self, fn: Callable[..., torch.Tensor], *args: object, **kwargs: object) -> None:
+        super().__init__()
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x, *self.args, **self.kwargs)
+
+
+class Index(nn.Module):
+    """`x[indices]` with constant int32 index tensors (as upstream)."""
+
+    def __init__(self, dim: int, positions: Sequence[int]) -> None:
+        super().__init__()
+        self.dim = dim
+        self.register_buffer("positions", torch.tensor(list(positions), dtype=torch.int32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[(slice(None),) * self.dim + (self.positions,)]
+
+
+class Concat(nn.Module):
+    """`torch.cat((x, y), dim)`."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x, y), dim=self.dim)
+
+
+class SplitPart(nn.Module):
+    """`torch.split(x, sizes, dim)`: every part, or only part `part` (a getitem)."""
+
+    def __init__(self, sizes: int | Sequence[int], dim: int, part: int | None = None) -> None:
+        super().__init__()
+        self.sizes = sizes if isinstance(sizes, int) else list(sizes)
+        self.dim = dim
+        self.part = part
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        parts = torch.split(x, self.sizes, dim=self.dim)
+        return tuple(parts) if self.part is None else parts[self.part]
+
+
+class TopK(nn.Module):
+    """`torch.topk(x, k, dim)`: values and indices, or values only."""
+
+    def __init__(self, k: int, dim: int, values_only: bool = False) -> None:
+        super().__init__()
+        self.k = k
+        self.dim = dim
+        self.values_only = values_only
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        values, indices = torch.topk(x, self.k, dim=self.dim)
+        return values if self.values_only else (values, indices)
+
+
+class ConvThen(nn.Module):
+    """A 3x3 conv followed by an activation (upstream's `with_conv` variants)."""
+
+    def __init__(self, activation: nn.Module, channels: int = 3) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, 16, 3, padding=1)
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.activation(self.conv(x))
+
+
+class Quantize(nn.Module):
+    """quantized_decomposed quantize (int8 output): per tensor, or per channel along dim 1."""
+
+    def __init__(self, per_channel: bool, channels: int = 4) -> None:
+        super().__init__()
+        self.per_channel = per_channel
+        self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
+        self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        if self.per_channel:
+            return ops.quantize_per_channel(x, self.scales, self.zero_points, 1, -128, 127, torch.int8)
+        return ops.quantize_per_tensor(x, 0.02, 3, -128, 127, torch.int8)
+
+
+class Dequantize(nn.Module):
+    """quantized_decomposed dequantize of an int8 input: per tensor, or per channel along
+    dim 1 (followed by a float op, as the int8 kernels' consumers are)."""
+
+    def __init__(self, per_channel: bool, channels: int = 4) -> None:
+        super().__init__()
+        self.per_channel = per_channel
+        self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
+        self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
+
+    def forward(self, q: torch.Tensor) -> torch.Tensor:
+        ops = torch.ops.quantized_decomposed
+        if self.per_channel:
+            x = ops.dequantize_per_channel(q, self.scales, self.zero_points, 1, -128, 127, torch.int8)
+        else:
+            x = ops.dequantize_per_tensor(q, 0.02, 3, -128, 127, torch.int8)
+        return torch.relu(x)
+
+
+class BatchNorm(nn.Module):
+    """BatchNorm2d in eval mode with seeded statistics and affine parameters."""
+
+    def __init__(self, features: int) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm2d(features)
+        with torch.no_grad():
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.1, 0.1)
+            self.bn.running_mean.uniform_(-0.2, 0.2)
+            self.bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(x)
+
+
+def _seeded(cls: Callable[..., nn.Module], *args: object, **kwargs: object) -> nn.Module:
+    """Build a module with weights from a fixed seed."""
+    torch.manual_seed(0)
+    return cls(*args, **kwargs).eval()
+
+
+def _interpolate(x: torch.Tensor, size: int, mode: str, align: bool | None) -> torch.Tensor:
+    return torch.nn.functional.interpolate(x, size=[size, size], mode=mode, align_corners=align)
+
+
+def _pad(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.pad(x, (0, 0, 1, 1), mode="constant", value=0.0)
+
+
+def _slice(x: torch.Tensor) -> torch.Tensor:
+    return x[:, :8, :, :8]
+
+
+def _to_fp16(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float16)
+
+
+def _pow2(x: torch.Tensor) -> torch.Tensor:
+    return x ** 2.0
+
+
+def _expand(x: torch.Tensor) -> torch.Tensor:
+    return x.expand(1, 16, -1, -1)
+
+
+# -- case helpers -------------------------------------------------------------------------
+
+
+def _in(*shape: int, low: float = -1.0, high: float = 1.0, dtype: str = "float32") -> InputSpec:
+    return InputSpec(tuple(shape), dtype, low, high)
+
+
+def _w(*shape: int) -> InputSpec:
+    """A float input drawn from [-3, 3] (upstream draws from a standard normal)."""
+    return _in(*shape, low=-3.0, high=3.0)
+
+
+def _op(
+    op: str,
+    case_id: str,
+    factory: Callable[[], nn.Module],
+    inputs: Sequence[InputSpec],
+    expect: Sequence[str],
+    precisions: Sequence[str] = PRECISIONS,
+    fp32: Tolerance = FP32_TOLERANCE,
+    a8w8: Tolerance = A8W8_TOLERANCE,
+) -> list[Case]:
+    """One case per precision of `op`, defined at the caller's line."""
+    if op not in OPS or not (case_id == op or case_id.startswith(op + "_")):
+        raise ValueError(f"ops suite: case {case_id!r} must start with a listed op ({op!r})")
+    file, line = definition_site()
+    return [
+        Case(
+            id=case_id,
+            suite="ops",
+            factory=factory,
+            inputs=tuple(inputs),
+            precision=precision,
+            tolerance=a8w8 if precision == "a8w8" else fp32,
+            atol_scale_steps=A8W8_SCALE_STEPS if precision == "a8w8" else 0.0,
+            expect_delegated=tuple(expect),
+            tags=(f"op:{op}",),
+            file=file,
+            line=line,
+        )
+        for precision in precisions
+    ]
+
+
+P = functools.partial
+
+
+def cases() -> list[Case]:
+    """The ops suite, fp32 and A8W8."""
+    q = torch.ops.quantized_decomposed  # noqa: F841 - registers the quantized_decomposed ops
+    x4 = _w(1, 3, 8, 8)
+    found: list[Case] = []
+    add = found.extend
+    # elementwise binary
+    add(_op("add", "add_simple", P(_seeded, Binary, torch.add), [x4, x4], ["add"]))
+    add(_op("add", "add_const", P(_seeded, WithConstant, torch.add, (1, 3, 8, 8)), [x4], ["add"]))
+    add(_op("add", "add_broadcast", P(_seeded, Binary, torch.add), [_in(1, 1, 8, 8), x4], ["add"]))
+    add(_op("sub", "sub_simple", P(_seeded, Binary, torch.sub), [x4, x4], ["sub"]))
+    add(_op("sub", "sub_const", P(_seeded, WithConstant, torch.sub, (1, 3, 8, 8)), [x4], ["sub"]))
+    add(_op("sub", "sub_broadcast", P(_seeded, Binary, torch.sub), [_in(1, 1, 8, 8), x4], ["sub"]))
+    add(_op("mul", "mul_simple", P(_seeded, Binary, torch.mul), [x4, x4], ["mul"]))
+    add(_op("mul", "mul_const", P(_seeded, WithConstant, torch.mul, (1, 3, 8, 8)), [x4], ["mul"]))
+    add(_op("mul", "mul_broadcast", P(_seeded, Binary, torch.mul), [_in(1, 1, 8, 8), x4], ["mul"]))
+    denominator = _in(1, 3, 8, 8, low=0.5, high=2.0)
+    add(_op("div", "div_simple", P(_seeded, Binary, torch.div), [x4, denominator], ["div"]))
+    add(_op("div", "div_broadcast", P(_seeded, Binary, torch.div), [_in(1, 1, 8, 8), denominator],
+            ["div"]))
+    pair = [_in(1, 8, 16, 16), _in(1, 8, 16, 16)]
+    add(_op("maximum", "maximum", P(_seeded, Binary, torch.maximum), pair, ["maximum"]))
+    add(_op("minimum", "minimum", P(_seeded, Binary, torch.minimum), pair, ["minimum"]))
+    add(_op("pow", "pow_scalar", P(_seeded, Unary, _pow2), [_in(1, 1, 16, 8, low=-2.0, high=2.0)],
+            ["pow"]))
+    add(_op("pow", "pow_tensor", P(_seeded, Binary, torch.pow),
+            [_in(1, 1, 16, 8, low=0.5, high=2.0), _in(1, 1, 16, 8)], ["pow"]))
+    add(_op("bmm", "bmm", P(_seeded, Binary, torch.bmm), [_in(2, 16, 56), _in(2, 56, 32)], ["bmm"]))
+    # convolution, linear, embedding
+    add(_op("conv2d", "conv2d_stride2", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1),
+            [_w(1, 3, 24, 24)], ["convolution"]))
+    add(_op("conv2d", "conv2d_no_bias", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, bias=False),
+            [_w(1, 3, 24, 24)], ["convolution"]))
+    add(_op("conv2d", "conv2d_depthwise", P(_seeded, nn.Conv2d, 8, 8, 3, stride=2, padding=1, groups=8),
+            [_w(1, 8, 24, 24)], ["convolution"]))
+    add(_op("conv2d", "conv2d_dilation", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, dilation=2),
+            [_w(1, 3, 24, 24)], ["convolution"]))
+    add(_op("conv2d", "conv2d_transpose", P(_seeded, nn.ConvTranspose2d, 32, 8, 2, stride=2),
+            [_in(1, 32, 24, 24)], ["convolution"]))
+    add(_op("linear", "linear", P(_seeded, nn.Linear, 24, 8), [_w(128, 24)],
+            ["linear"]))
+    add(_op("embedding", "embedding", P(_seeded, nn.Embedding, 2048, 256),
+            [_in(1, 64, low=0, high=12, dtype="int32")], ["embedding"]))
+    # pooling, normalisation, reductions
+    pool_in = [_w(1, 16, 24, 24)]
+    add(_op("avg_pool2d", "avg_pool2d", P(_seeded, nn.AvgPool2d, 2, 1, count_include_pad=False),
+            pool_in, ["avg_pool2d"]))
+    add(_op("avg_pool2d", "avg_pool2d_stride2", P(_seeded, nn.AvgPool2d, 2, 2, count_include_pad=False),
+            pool_in, ["avg_pool2d"]))
+    add(_op("avg_pool2d", "avg_pool2d_kernel4", P(_seeded, nn.AvgPool2d, 4, 1, count_include_pad=False),
+            pool_in, ["avg_pool2d"]))
+    add(_op("max_pool2d", "max_pool2d", P(_seeded, nn.MaxPool2d, 2, 1), pool_in, ["max_pool2d"]))
+    add(_op("max_pool2d", "max_pool2d_padding", P(_seeded, nn.MaxPool2d, 2, 1, padding=1),
+            pool_in, ["max_pool2d"]))
+    add(_op("max_pool2d", "max_pool2d_kernel4", P(_seeded, nn.MaxPool2d, 4, 1), pool_in,
+            ["max_pool2d"]))
+    add(_op("max_pool2d", "max_pool2d_dilation", P(_seeded, nn.MaxPool2d, 2, 1, dilation=2),
+            pool_in, ["max_pool2d"]))
+    add(_op("max_pool2d", "max_pool2d_stride2", P(_seeded, nn.MaxPool2d, 2, 2), pool_in,
+            ["max_pool2d"]))
+    add(_op("batch_norm", "batch_norm", P(_seeded, BatchNorm, 16), [_w(2, 16, 16, 16)],
+            ["_native_batch_norm_legit_no_training"]))
+    add(_op("layer_norm", "layer_norm", P(_seeded, nn.LayerNorm, 32), [_w(1, 16, 32)],
+            ["native_layer_norm"]))
+    add(_op("group_norm", "group_norm", P(_seeded, nn.GroupNorm, 3, 12), [_w(1, 12, 8, 8)],
+            ["native_group_norm"]))
+    add(_op("rms_norm", "rms_norm", P(_seeded, nn.RMSNorm, [196], eps=1e-5), [_w(1, 196)],
+            ["rms_norm"]))
+    add(_op("mean_dim", "mean_dim_keepdim", P(_seeded, Unary, torch.mean, dim=[2, 3], keepdim=True),
+            [x4], ["mean"]))
+    add(_op("mean_dim", "mean_dim", P(_seeded, Unary, torch.mean, dim=[2, 3], keepdim=False),
+            [x4], ["mean"]))
+    add(_op("sum_int_list", "sum_int_list_keepdim", P(_seeded, Unary, torch.sum, [2, 3], keepdim=True),
+            [_in(1, 16, 8, 8)], ["sum"]))
+    add(_op("sum_int_list", "sum_int_list", P(_seeded, Unary, torch.sum, [2, 3], keepdim=False),
+            [_in(1, 16, 8, 8)], ["sum"]))
+    add(_op("softmax", "softmax_dim1", P(_seeded, nn.Softmax, dim=1), [_w(1, 16, 8, 8)],
+            ["_softmax"]))
+    add(_op("softmax", "softmax_last", P(_seeded, nn.Softmax, dim=-1), [_w(2, 10)],
+            ["_softmax"]))
+    add(_op("log_softmax", "log_softmax_dim1", P(_seeded, nn.LogSoftmax, dim=1),
+            [_w(1, 16, 16, 16)], ["_log_softmax"]))
+    add(_op("topk", "topk_dim3", P(_seeded, TopK, 5, 3), [_in(1, 16, 8, 8)], ["topk"],
+            precisions=("fp32",)))
+    # Quantized values tie, and tied values have no unique index order: A8W8 compares values.
+    add(_op("topk", "topk_values", P(_seeded, TopK, 5, -1, values_only=True), [_in(1, 16, 8, 8)],
+            ["topk"]))
+    # activations
+    act_in = [_in(1, 3, 56, 56, low=-4.0, high=4.0)]
+    add(_op("relu", "relu", P(_seeded, nn.ReLU), act_in, ["relu"]))
+    add(_op("relu", "relu_conv", P(_seeded, ConvThen, nn.ReLU()), act_in, ["convolution", "relu"]))
+    add(_op("gelu", "gelu", P(_seeded, nn.GELU), [_in(1, 3, 8, 8, low=-4.0, high=4.0)], ["gelu"]))
+    add(_op("gelu", "gelu_conv", P(_seeded, ConvThen, nn.GELU()), [_in(1, 3, 8, 8, low=-4.0, high=4.0)],
+            ["convolution", "gelu"]))
+    small_act = [_in(1, 3, 8, 8, low=-4.0, high=4.0)]
+    add(_op("leaky_relu", "leaky_relu", P(_seeded, nn.LeakyReLU), small_act, ["leaky_relu"]))
+    add(_op("hardsigmoid", "hardsigmoid", P(_seeded, nn.Hardsigmoid), small_act, ["hardsigmoid"]))
+    add(_op("hardswish", "hardswish", P(_seeded, nn.Hardswish), small_act, ["hardswish"]))
+    add(_op("hardtanh", "hardtanh", P(_seeded, nn.Hardtanh, -1.0, 1.0), small_act, ["hardtanh"]))
+    add(_op("hardtanh", "hardtanh_relu6", P(_seeded, nn.ReLU6), small_act, ["hardtanh"]))
+    add(_op("clamp", "clamp", P(_seeded, Unary, torch.clamp, 0.0, 2.0), [_w(1, 16, 8, 8)],
+            ["clamp"]))
+    add(_op("tanh", "tanh", P(_seeded, nn.Tanh), small_act, ["tanh"]))
+    add(_op("sigmoid", "sigmoid", P(_seeded, nn.Sigmoid), [_in(1, 4, 32, 32, low=-4.0, high=4.0)],
+            ["sigmoid"]))
+    # elementwise math
+    add(_op("sqrt", "sqrt", P(_seeded, Unary, torch.sqrt), [_in(16, 8, low=0.0, high=3.0)], ["sqrt"]))
+    add(_op("rsqrt", "rsqrt", P(_seeded, Unary, torch.rsqrt), [_in(16, 8, low=0.1, high=3.0)], ["rsqrt"]))
+    add(_op("log", "log", P(_seeded, Unary, torch.log), [_in(1, 16, 56, 56, low=0.1, high=4.0)], ["log"]))
+    trig = [_w(1, 3, 56, 56)]
+    add(_op("cos", "cos", P(_seeded, Unary, torch.cos), trig, ["cos"]))
+    add(_op("sin", "sin", P(_seeded, Unary, torch.sin), trig, ["sin"]))
+    # data movement
+    add(_op("cat", "cat_axis1", P(_seeded, Concat, 1), [x4, x4], ["cat"]))
+    add(_op("cat", "cat_axis3", P(_seeded, Concat, 3), [x4, x4], ["cat"]))
+    add(_op("constant_pad_nd", "constant_pad_nd", P(_seeded, Unary, _pad), [_in(1, 6, 8, 16)],
+            ["constant_pad_nd"]))
+    add(_op("expand_copy", "expand_copy", P(_seeded, Unary, _expand), [_in(1, 1, 8, 8)], ["expand_copy"]))
+    add(_op("permute", "permute_0231", P(_seeded, Unary, torch.permute, (0, 2, 3, 1)), [x4],
+            ["permute_copy"]))
+    add(_op("permute", "permute_0321", P(_seeded, Unary, torch.permute, (0, 3, 2, 1)), [x4],
+            ["permute_copy"]))
+    add(_op("reshape", "reshape", P(_seeded, Unary, torch.reshape, (1, 32, 8)), [_in(1, 16, 2, 8)],
+            ["view_copy"]))
+    add(_op("squeeze", "squeeze_dim2", P(_seeded, Unary, torch.squeeze, [2]), [_in(1, 2, 1, 3)],
+            ["squeeze_copy"]))
+    add(_op("unsqueeze", "unsqueeze_dim1", P(_seeded, Unary, torch.unsqueeze, 1), [_in(2, 3, 1, 4)],
+            ["unsqueeze_copy"]))
+    add(_op("select", "select_axis1", P(_seeded, Unary, torch.select, 1, 0), [_in(1, 4, 16, 16)],
+            ["select_copy"]))
+    add(_op("select", "select_axis3", P(_seeded, Unary, torch.select, 3, 6), [_in(1, 4, 16, 16)],
+            ["select_copy"]))
+    add(_op("slice_copy", "slice_copy", P(_seeded, Unary, _slice), [_in(1, 16, 16, 16)], ["slice_copy"]))
+    add(_op("index", "index_axis0", P(_seeded, Index, 0, [2, 0]), [_in(4, 16, 8, 8)], ["index"]))
+    add(_op("index", "index_axis1", P(_seeded, Index, 1, [0, 3, 2, 11, 8]), [_in(4, 16, 8, 8)],
+            ["index"]))
+    add(_op("index", "index_axis3", P(_seeded, Index, 3, [0, 3, 6, 4]), [_in(4, 16, 8, 8)], ["index"]))
+    add(_op("split_with_sizes_copy", "split_with_sizes_copy_dim1", P(_seeded, SplitPart, [3, 2, 1], 1),
+            [_in(6, 6)], ["split_with_sizes_copy"]))
+    add(_op("split_with_sizes_copy", "split_with_sizes_copy_even", P(_seeded, SplitPart, 3, 0),
+            [_in(6, 6)], ["split_with_sizes_copy"]))
+    add(_op("getitem", "getitem_split", P(_seeded, SplitPart, [3, 2, 1], 1, part=1), [_in(6, 6)],
+            ["split_with_sizes_copy"]))
+    add(_op("pixel_shuffle", "pixel_shuffle", P(_seeded, nn.PixelShuffle, 3), [_in(1, 9, 4, 4)],
+            ["pixel_shuffle"]))
+    add(_op("upsample_bilinear2d", "upsample_bilinear2d",
+            P(_seeded, Unary, _interpolate, 32, "bilinear", False), [_in(1, 16, 16, 16)],
+            ["upsample_bilinear2d"]))
+    add(_op("upsample_bilinear2d", "upsample_bilinear2d_align_corners",
+            P(_seeded, Unary, _interpolate, 32, "bilinear", True), [_in(1, 16, 16, 16)],
+            ["upsample_bilinear2d"]))
+    add(_op("upsample_nearest2d", "upsample_nearest2d",
+            P(_seeded, Unary, _interpolate, 32, "nearest", None), [_in(1, 4, 16, 16)],
+            ["upsample_nearest2d"]))
+    add(_op("to_copy", "to_copy_fp16", P(_seeded, Unary, _to_fp16), [_in(1, 3, 56, 56)], ["_to_copy"]))
+    # quantize / dequantize
+    add(_op("quantize_per_tensor", "quantize_per_tensor", P(_seeded, Quantize, False),
+            [_in(1, 4, 8, 8, low=-2.0, high=2.0)], ["quantize_per_tensor"]))
+    add(_op("dequantize_per_tensor", "dequantize_per_tensor", P(_seeded, Dequantize, False),
+            [_in(1, 4, 8, 8, low=-128, high=128, dtype="int8")], ["dequantize_per_tensor"]))
+    add(_op("quantize_per_channel", "quantize_per_channel", P(_seeded, Quantize, True),
+            [_in(1, 4, 8, 8, low=-2.0, high=2.0)], ["quantize_per_channel"]))
+    add(_op("dequantize_per_channel", "dequantize_per_channel", P(_seeded, Dequantize, True),
+            [_in(1, 4, 8, 8, low=-128, high=128, dtype="int8")], ["dequantize_per_channel"]))
+    return found

@@ -1,0 +1,191 @@
+"""A content-addressed artifact cache: a warm re-run lowers nothing.
+
+The key hashes everything that can change an artifact: the case definition (id, inputs,
+seed, precision, the factory and its arguments, the source of the factory's module), the
+flow and chipset, the torch / executorch / SDK versions and hil's own lowering code. Entries
+are built in a private temporary folder and renamed into place, so concurrent runs sharing
+a cache never see half an entry; every file's sha256 is recorded and checked on use, so a
+corrupted entry is detected, removed and rebuilt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from hil.cases.case import Case
+from hil.lower.artifact import META_FILE, Artifact, TensorMeta
+
+log = logging.getLogger(__name__)
+
+CHECKSUMS_FILE = "sha256.json"
+LOWER_SOURCES = Path(__file__).parent
+"""hil's lowering code: a change to it invalidates every entry."""
+
+
+_NOT_IN_ARTIFACT = {"tolerance", "tags", "file", "line", "expect_delegated"}
+"""Case fields that judge an artifact but do not change it: not part of the key."""
+
+
+def default_cache_dir() -> Path:
+    """`$HIL_CACHE_DIR`, else `$XDG_CACHE_HOME/exynos-hil/artifacts` (`~/.cache/...`)."""
+    if os.environ.get("HIL_CACHE_DIR"):
+        return Path(os.environ["HIL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "exynos-hil" / "artifacts"
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _source_digest(path: str) -> str:
+    try:
+        return _file_digest(Path(path))
+    except OSError:
+        return "unreadable"
+
+
+def _describe_factory(factory: Callable[[], Any]) -> dict[str, Any]:
+    """A stable description of a factory: what it calls, with what, and that code's hash."""
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    while isinstance(factory, functools.partial):
+        args = factory.args + args
+        kwargs = {**factory.keywords, **kwargs}
+        factory = factory.func
+    try:
+        source = inspect.getsourcefile(factory) or ""
+    except TypeError:
+        source = ""
+    name = getattr(factory, "__qualname__", repr(factory))
+    return {
+        "callable": f"{getattr(factory, '__module__', '?')}:{name}",
+        "args": [_describe_arg(a) for a in args],
+        "kwargs": {k: _describe_arg(v) for k, v in sorted(kwargs.items())},
+        "source_sha256": _source_digest(source) if source else None,
+    }
+
+
+def _describe_arg(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            "type": type(value).__qualname__,
+            **{f.name: _describe_arg(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
+    if isinstance(value, (list, tuple)):
+        return [_describe_arg(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _describe_arg(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if callable(value):
+        return _describe_factory(value)
+    return re.sub(r" at 0x[0-9a-f]+", "", repr(value))  # no memory addresses in a key
+
+
+@functools.lru_cache(maxsize=1)
+def _environment_digest() -> str:
+    from hil.sdk import find_litecore
+
+    parts: dict[str, Any] = {}
+    for package in ("torch", "executorch", "exynos-hil"):
+        try:
+            parts[package] = version(package)
+        except PackageNotFoundError:
+            parts[package] = None
+    sdk = find_litecore()
+    parts["sdk"] = str(sdk.root) if sdk else None
+    parts["lower_code"] = {
+        p.name: _file_digest(p) for p in sorted(LOWER_SOURCES.glob("*.py"))
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def cache_key(case: Case, flow: str, chipset: str) -> str:
+    """The content address of `case` lowered for `flow` on `chipset`."""
+    described = {
+        field.name: _describe_arg(getattr(case, field.name))
+        for field in dataclasses.fields(case)
+        if field.name not in _NOT_IN_ARTIFACT
+    }
+    record = {
+        "case": described,
+        "flow": flow,
+        "chipset": chipset,
+        "environment": _environment_digest(),
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def load_artifact(folder: Path) -> Artifact:
+    """An Artifact from its folder's meta.json."""
+    record = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(Artifact):
+        value = record.get(field.name)
+        if field.name == "folder":
+            value = folder
+        elif field.name in ("inputs", "outputs"):
+            value = tuple(TensorMeta(m["dtype"], tuple(m["shape"])) for m in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        values[field.name] = value
+    return Artifact(**values)
+
+
+class ArtifactCache:
+    """Lowered artifacts by content address under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def get(self, key: str) -> Artifact | None:
+        """The cached artifact, or None when absent or corrupted (a corrupted entry is removed)."""
+        folder = self.root / key[:2] / key
+        if not folder.is_dir():
+            return None
+        try:
+            expected = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
+            for name, digest in expected.items():
+                if _file_digest(folder / name) != digest:
+                    raise ValueError(f"{name}: checksum mismatch")
+            return load_artifact(folder)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("artifact cache entry %s is corrupted (%s): rebuilding", key[:12], exc)
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+
+    def put(self, key: str, build: Callable[[Path], Artifact]) -> Artifact:
+        """Build an entry with `build(folder)` in a private folder, then rename it into place."""
+        final = self.root / key[:2] / key
+        final.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=final.parent))
+        try:
+            build(scratch)
+            checksums = {
+                p.name: _file_digest(p) for p in sorted(scratch.iterdir()) if p.is_file()
+            }
+            (scratch / CHECKSUMS_FILE).write_text(json.dumps(checksums, indent=1), encoding="utf-8")
+            try:
+                os.rename(scratch, final)
+            except OSError:  # another run put the same entry first: use theirs
+                shutil.rmtree(scratch, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        artifact = self.get(key)
+        if artifact is None:
+            raise OSError(f"artifact cache entry {key[:12]} vanished after it was written")
+        return artifact

@@ -1,0 +1,112 @@
+"""Lower many cases: cached ones come straight from the cache, the rest in worker processes.
+
+Each result is yielded as soon as it is ready, so boards start on the first artifacts while
+the rest are still lowering.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import traceback
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from hil.cases.case import Case
+from hil.lower.artifact import Artifact
+from hil.lower.cache import ArtifactCache, cache_key
+from hil.verdict import Verdict
+
+log = logging.getLogger(__name__)
+
+POOL_THRESHOLD = 6
+"""Below this many cases to lower, worker start-up (importing torch: seconds) costs more than
+it saves: lower in this process."""
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """The outcome of lowering one case: an artifact, or the failed stage's verdict."""
+
+    index: int
+    """Position of the case in the input sequence."""
+    artifact: Artifact | None
+    verdict: Verdict | None = None
+    message: str = ""
+    detail: str = ""
+    seconds: float = 0.0
+    cached: bool = False
+
+
+def _lower_one(case: Case, flow: str, chipset: str, folder: Path | None, cache_root: Path | None,
+               key: str) -> tuple[Artifact | None, str | None, str, str]:
+    """Worker entry point; returns plain values (exceptions with custom fields don't pickle)."""
+    from hil.lower import LoweringFailed, build_artifact
+
+    try:
+        if cache_root is not None:
+            artifact = ArtifactCache(cache_root).put(
+                key, lambda scratch: build_artifact(case, flow, chipset, scratch)
+            )
+        else:
+            assert folder is not None
+            artifact = build_artifact(case, flow, chipset, folder)
+    except LoweringFailed as exc:
+        return None, exc.verdict.value, exc.message, exc.detail
+    except Exception as exc:  # noqa: BLE001 - a bug in hil: the case records it
+        message = f"{type(exc).__name__}: {exc}"[:300]
+        return None, Verdict.ERROR_INTERNAL.value, message, traceback.format_exc()
+    return artifact, None, "", ""
+
+
+def lower_cases(
+    cases: Sequence[Case],
+    flow: str,
+    chipset: str,
+    scratch: Path,
+    cache: ArtifactCache | None,
+    jobs: int,
+) -> Iterator[Lowering]:
+    """Yield a Lowering per case, cached first, then as each finishes.
+
+    Without a cache, artifacts go to `scratch/c<index>`.
+    """
+    todo: list[tuple[int, Case, str]] = []
+    for index, case in enumerate(cases):
+        key = cache_key(case, flow, chipset) if cache is not None else ""
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            yield Lowering(index, hit, cached=True)
+        else:
+            todo.append((index, case, key))
+    if not todo:
+        return
+    cache_root = cache.root if cache is not None else None
+
+    def args(index: int, case: Case, key: str) -> tuple:
+        return case, flow, chipset, scratch / f"c{index:04d}", cache_root, key
+
+    def outcome(index: int, result: tuple[Artifact | None, str | None, str, str]) -> Lowering:
+        artifact, verdict, message, detail = result
+        seconds = sum(artifact.times_s.values()) if artifact else 0.0
+        return Lowering(index, artifact, Verdict(verdict) if verdict else None, message, detail,
+                        round(seconds, 4))
+
+    if jobs <= 1 or len(todo) < POOL_THRESHOLD:
+        for index, case, key in todo:
+            yield outcome(index, _lower_one(*args(index, case, key)))
+        return
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    futures: dict[Future, int] = {
+        pool.submit(_lower_one, *args(index, case, key)): index for index, case, key in todo
+    }
+    try:
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = futures.pop(future)
+                yield outcome(index, future.result())
+    finally:
+        pool.shutdown(wait=not futures, cancel_futures=True)

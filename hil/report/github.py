@@ -1,0 +1,197 @@
+"""GitHub Actions output of a results document: workflow commands (error annotations within
+GitHub's 10-per-step limit, one `::group::` per suite.precision with the device logs inside
+`::stop-commands::`) and the step summary appended to `$GITHUB_STEP_SUMMARY`.
+
+Escaping follows the runner: data `%`→`%25`, CR→`%0D`, LF→`%0A`; properties also `:`→`%3A`
+and `,`→`%2C`. Paths are emitted repo-relative, as results.json stores them.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from hil.report.results import (
+    cap_text,
+    case_key,
+    clean_text,
+    one_line,
+    worst_first,
+)
+from hil.report.stats import format_latency
+from hil.report.summary import SUMMARY_LIMIT_BYTES, render_summary
+from hil.verdict import Verdict
+
+MAX_ANNOTATIONS = 10
+"""GitHub keeps at most 10 annotations of each type (error, warning, notice) per step."""
+ANNOTATION_CHARS = 4096
+"""GitHub truncates an annotation message beyond 4096 characters."""
+GROUP_LOG_CAP_BYTES = 16 * 1024
+"""Tail of each device log shown in a group (the whole capped log is in JUnit/results.json)."""
+
+
+def in_github_actions() -> bool:
+    """True inside a GitHub Actions job (`GITHUB_ACTIONS=true`)."""
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command's property value (`file=`, `title=`, ...)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def workflow_command(command: str, message: str = "", **properties: Any) -> str:
+    """`::command k=v,...::message` with escaping; None or empty properties are left out."""
+    props = ",".join(
+        f"{key}={escape_property(str(value))}"
+        for key, value in properties.items()
+        if value is not None and value != ""
+    )
+    return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
+
+
+def _limit(text: str, chars: int = ANNOTATION_CHARS) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _title(case: dict[str, Any], run: dict[str, Any]) -> str:
+    board = case.get("board")
+    virtual = any(b.get("name") == board and b.get("virtual") for b in run.get("boards") or [])
+    where = f" on {board}{' (VIRTUAL)' if virtual else ''}" if board else ""
+    return f"{case['verdict']} {case_key(case)}{where}"
+
+
+def _annotation(kind: str, case: dict[str, Any], run: dict[str, Any]) -> str:
+    message = one_line(clean_text(str(case.get("message") or ""))) or case["verdict"]
+    detail = clean_text(str(case.get("detail") or "")).strip()
+    text = _limit(f"{message}\n{detail}" if detail else message)
+    return workflow_command(
+        kind,
+        text,
+        file=case.get("file") or None,
+        line=case.get("line") or None,
+        title=_title(case, run),
+    )
+
+
+def annotations(results: dict[str, Any]) -> list[str]:
+    """At most MAX_ANNOTATIONS error annotations (worst first), at most MAX_ANNOTATIONS
+    warnings (PASS_UNDELEGATED), and one notice naming the cases left out, if any."""
+    run = results.get("run") or {}
+    cases = results.get("cases") or []
+    bad = worst_first(cases)
+    warned = [c for c in cases if c["verdict"] == Verdict.PASS_UNDELEGATED.value]
+    lines = [_annotation("error", case, run) for case in bad[:MAX_ANNOTATIONS]]
+    lines += [_annotation("warning", case, run) for case in warned[:MAX_ANNOTATIONS]]
+    rest = [*bad[MAX_ANNOTATIONS:], *warned[MAX_ANNOTATIONS:]]
+    if rest:
+        text = (
+            f"{len(rest)} more case(s) not annotated (GitHub shows {MAX_ANNOTATIONS} per type "
+            "and step; all are in the step summary and JUnit): "
+        )
+        for count, item in enumerate(rest):
+            entry = f"{case_key(item)} ({item['verdict']})"
+            more = f"and {len(rest) - count} more"
+            if len(text) + len(entry) + len(more) + 4 > ANNOTATION_CHARS:
+                text += more
+                break
+            text += entry + (", " if count < len(rest) - 1 else "")
+        lines.append(workflow_command("notice", text, title=f"hil: {len(rest)} more"))
+    return lines
+
+
+def _token(body: str) -> str:
+    while True:
+        token = secrets.token_hex(16)
+        if token not in body:
+            return token
+
+
+def _case_line(case: dict[str, Any]) -> str:
+    message = one_line(clean_text(str(case.get("message") or "")))
+    latency = format_latency(case)
+    parts = [f"{case['verdict']:<16} {case_key(case)} [{case.get('board') or '-'}]"]
+    if latency:
+        parts.append(f"latency ms: {latency}")
+    if message:
+        parts.append(message)
+    return "  ".join(parts)
+
+
+def _group_body(cases: list[dict[str, Any]]) -> str:
+    lines = [_case_line(case) for case in cases]
+    for case in cases:
+        verdict = Verdict(case["verdict"])
+        if not (verdict.is_failure or verdict.is_error):
+            continue
+        detail = clean_text(str(case.get("detail") or "")).strip()
+        if detail:
+            lines += [f"--- {case_key(case)}: detail ---", cap_text(detail, GROUP_LOG_CAP_BYTES)]
+        for name, log in (case.get("logs") or {}).items():
+            if isinstance(log, str) and log.strip():
+                text = clean_text(log).rstrip()
+                lines += [f"--- {case_key(case)}: {name} log ---", _tail(text)]
+    return "\n".join(lines)
+
+
+def _tail(text: str) -> str:
+    data = text.encode("utf-8", "replace")
+    if len(data) <= GROUP_LOG_CAP_BYTES:
+        return text
+    kept = data[-GROUP_LOG_CAP_BYTES:].decode("utf-8", "ignore")
+    return f"[... {len(data) - GROUP_LOG_CAP_BYTES} bytes before; whole log in JUnit ...]\n{kept}"
+
+
+def log_groups(results: dict[str, Any]) -> Iterator[str]:
+    """Per suite.precision: `::group::`, a line per case, the details and device logs of the
+    failed ones — all inside `::stop-commands::TOKEN` ... `::TOKEN::` with a fresh random
+    token, so nothing a device printed is taken as a command — then `::endgroup::`."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for case in results.get("cases") or []:
+        groups.setdefault(f"{case['suite']}.{case['precision']}", []).append(case)
+    for name, cases in groups.items():
+        counts: dict[str, int] = {}
+        for case in cases:
+            counts[case["verdict"]] = counts.get(case["verdict"], 0) + 1
+        title = f"{name}: " + ", ".join(f"{count} {verdict}" for verdict, count in counts.items())
+        body = _group_body(cases)
+        token = _token(body)
+        yield workflow_command("group", title)
+        yield workflow_command("stop-commands", token)
+        yield body
+        yield f"::{token}::"
+        yield workflow_command("endgroup")
+
+
+def append_step_summary(results: dict[str, Any], path: Path) -> int:
+    """Append the step summary to `path` within what is left of GitHub's 1 MiB per step;
+    returns the bytes written."""
+    path = Path(path)
+    used = path.stat().st_size if path.exists() else 0
+    text = render_summary(results, limit_bytes=max(0, SUMMARY_LIMIT_BYTES - used))
+    if not text:
+        return 0
+    data = text.encode("utf-8")
+    with path.open("ab") as stream:
+        stream.write(data)
+    return len(data)
+
+
+def emit_github(results: dict[str, Any], stream: TextIO, summary_path: Path | None) -> None:
+    """Write the groups and annotations to `stream` (the job log) and, when `summary_path`
+    is set, append the step summary to it."""
+    for chunk in log_groups(results):
+        stream.write(chunk + "\n")
+    for line in annotations(results):
+        stream.write(line + "\n")
+    stream.flush()
+    if summary_path is not None:
+        append_step_summary(results, summary_path)

@@ -1,0 +1,99 @@
+"""Latency trend plot over several results files (`hil compare --plot PNG`): one line per
+case, runs in the order they started. matplotlib is imported here only, with the Agg backend
+(no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hil.report.results import case_key
+from hil.report.stats import latency_of
+
+MAX_SERIES = 20
+"""Cases drawn at most: those whose latency changed most between their first and last run."""
+COLOURS = 10
+"""Length of matplotlib's default colour cycle; later series are dashed."""
+
+
+def _label(path: Path, run: dict[str, Any]) -> str:
+    started = str(run.get("started") or "")
+    if len(started) >= 16:  # 2026-11-30T03:35:00Z -> 11-30 03:35
+        return f"{started[5:10]} {started[11:16]}\n{path.stem}"
+    return path.stem
+
+
+def _value(case: dict[str, Any], metric: str) -> float | None:
+    return (
+        latency_of(case, metric)
+        if metric != "auto"
+        else (latency_of(case, "p50") if latency_of(case, "p50") is not None else latency_of(case, "avg"))
+    )
+
+
+def trend_series(
+    inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "auto"
+) -> tuple[list[tuple[Path, dict[str, Any]]], dict[str, list[float | None]]]:
+    """The inputs ordered by `run.started` (then as given) and, per case key, its latency in
+    each of them (None where the case is missing or unmeasured). `metric` is a latency_ms key,
+    or `auto`: p50 where present, else avg."""
+    ordered = sorted(
+        enumerate(inputs), key=lambda item: (str(item[1][1]["run"].get("started") or ""), item[0])
+    )
+    runs = [pair for _, pair in ordered]
+    series: dict[str, list[float | None]] = {}
+    for position, (_, document) in enumerate(runs):
+        for case in document.get("cases") or []:
+            values = series.setdefault(case_key(case), [None] * len(runs))
+            values[position] = _value(case, metric)
+    return runs, {key: values for key, values in series.items() if any(v is not None for v in values)}
+
+
+def _change(values: list[float | None]) -> float:
+    known = [v for v in values if v is not None]
+    if len(known) < 2 or known[0] <= 0:
+        return 0.0
+    return abs(known[-1] / known[0] - 1.0)
+
+
+def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric: str = "auto") -> int:
+    """Draw the latency trend of `inputs` as a PNG at `out`; returns the number of cases drawn."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter
+
+    runs, series = trend_series(inputs, metric)
+    chosen = sorted(series, key=lambda key: _change(series[key]), reverse=True)[:MAX_SERIES]
+    figure = Figure(figsize=(11, 6), dpi=110, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    xs = list(range(len(runs)))
+    for number, key in enumerate(sorted(chosen)):
+        values = series[key]
+        points = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
+        style = "-" if number < COLOURS else "--"  # the colour cycle repeats after 10
+        axes.plot([p[0] for p in points], [p[1] for p in points], style, marker="o", label=key)
+    known = [v for key in chosen for v in series[key] if v is not None]
+    if known and min(known) > 0 and max(known) / min(known) > 10:
+        axes.set_yscale("log")  # keeps sub-millisecond ops readable beside whole models
+        axes.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        axes.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+    axes.set_xticks(xs, [_label(path, document["run"]) for path, document in runs], fontsize=8)
+    axes.set_xlabel("run (ordered by start time)")
+    axes.set_ylabel(f"latency, ms ({'p50, else avg' if metric == 'auto' else metric})")
+    axes.grid(True, alpha=0.3)
+    title = "hil latency trend"
+    if len(chosen) < len(series):
+        title += f": {len(chosen)} of {len(series)} cases (largest change)"
+    if any(document["run"].get("virtual") for _, document in runs):
+        title += "\nVIRTUAL boards: ExecuTorch host runtime, not the NPU"
+    axes.set_title(title, fontsize=10)
+    if chosen:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    else:
+        axes.text(0.5, 0.5, "no latency measured", ha="center", va="center", transform=axes.transAxes)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, format="png")
+    return len(chosen)

@@ -1,0 +1,299 @@
+"""The step summary: a Markdown rendering of a results document for `$GITHUB_STEP_SUMMARY`
+(totals, a table per suite and board, the failures with their numbers, the slowest cases,
+latencies and the command that reproduces the run).
+
+GitHub rejects a step summary over 1 MiB, so the rendering has a byte budget: the fixed parts
+(header, totals, the reproduce command) always fit, then the tables get rows in priority order
+(failures, suites, slowest, latency) and each says how many rows it had to leave out.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from hil.report.results import (
+    case_key,
+    clean_text,
+    describe_board,
+    one_line,
+    worst_abs_error,
+    worst_first,
+)
+from hil.report.stats import LATENCY_KEYS, latency_of
+from hil.verdict import Verdict
+
+SUMMARY_LIMIT_BYTES = 1024 * 1024 - 1024
+"""Budget of one step summary: GitHub's 1 MiB per step, less a margin."""
+CELL_CHARS = 300
+"""Longest table cell (messages); longer ones end in an ellipsis."""
+SLOWEST = 10
+"""Rows of the slowest-cases table."""
+TIMING_KEYS = ("lower", "push", "exec", "pull")
+
+
+def cell(value: Any, chars: int = CELL_CHARS) -> str:
+    """`value` as one Markdown table cell: one line, no control characters, no HTML, `|`
+    escaped, at most `chars` characters."""
+    text = one_line(clean_text(str(value)))
+    if len(text) > chars:
+        text = text[: chars - 1] + "…"
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _num(value: Any, spec: str = ".3f") -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-"
+    return format(value, spec)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table_head(columns: list[str], right: set[str] = frozenset()) -> list[str]:
+    return [_row(columns), _row(["---:" if c in right else "---" for c in columns])]
+
+
+@dataclass
+class _Section:
+    """A heading and a table whose rows may be cut to fit the budget."""
+
+    head: list[str]
+    rows: list[str]
+    what: str
+    """What the rows are, for the `N more <what> not shown` line."""
+    foot: list[str] = field(default_factory=list)
+    kept: int = 0
+
+    def render(self) -> list[str]:
+        lines = [*self.head, *self.rows[: self.kept]]
+        left_out = len(self.rows) - self.kept
+        if left_out:
+            lines.append("")
+            lines.append(
+                f"*{left_out} more {self.what} not shown (step summary size limit); "
+                "see results.json and the JUnit report.*"
+            )
+        return [*lines, *self.foot, ""]
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _header(results: dict[str, Any]) -> list[str]:
+    run = results.get("run") or {}
+    cases = results.get("cases") or []
+    verdicts = [Verdict(c["verdict"]) for c in cases]
+    passed = sum(v.passed for v in verdicts)
+    failed = sum(v.is_failure for v in verdicts)
+    errors = sum(v.is_error for v in verdicts)
+    skipped = verdicts.count(Verdict.SKIP)
+    undelegated = verdicts.count(Verdict.PASS_UNDELEGATED)
+    outcome = "failed" if failed else "infrastructure errors" if errors else "passed"
+    if not cases:
+        outcome = "no cases"
+    status = run.get("status")
+    lines = [
+        f"## exynos-hil: {outcome}" + (f" ({cell(status)})" if status != "complete" else ""),
+        "",
+        f"**{passed} passed, {failed} failed, {errors} errors, {skipped} skipped** "
+        f"of {len(cases)} case(s)"
+        + (f" — {undelegated} passed with ops undelegated (PASS_UNDELEGATED)" if undelegated else ""),
+        "",
+    ]
+    if run.get("virtual"):
+        lines += [
+            "> **VIRTUAL** board(s): ExecuTorch host runtime, no NPU. This proves the pipeline, "
+            "not the NPU; latencies are host numbers.",
+            "",
+        ]
+    boards = ", ".join(cell(describe_board(run, b.get("name"))) for b in run.get("boards") or [])
+    facts = [
+        ("run", run.get("id")),
+        ("flow", run.get("flow")),
+        ("because", run.get("flow_reason")),
+        ("chipset", run.get("chipset")),
+        ("shard", run.get("shard")),
+        ("boards", boards or None),
+        ("SDK", run.get("sdk") or "none"),
+        ("hil", run.get("hil")),
+        ("torch", run.get("torch")),
+        ("executorch", run.get("executorch")),
+        ("git", run.get("git_sha")),
+        ("started", run.get("started")),
+        ("finished", run.get("finished")),
+    ]
+    lines += [" · ".join(f"{name} {cell(value)}" for name, value in facts if value), ""]
+    return lines
+
+
+def _suites(cases: list[dict[str, Any]]) -> _Section:
+    groups: dict[tuple[str, str], list[Verdict]] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    for case in cases:
+        key = (f"{case['suite']}.{case['precision']}", case.get("board") or "-")
+        groups.setdefault(key, []).append(Verdict(case["verdict"]))
+        seconds[key] = seconds.get(key, 0.0) + _total_s(case)
+    columns = ["suite", "board", "cases", "passed", "failed", "errors", "skipped", "time s"]
+    rows = [
+        _row(
+            [
+                cell(suite),
+                cell(board),
+                str(len(vs)),
+                str(sum(v.passed for v in vs)),
+                str(sum(v.is_failure for v in vs)),
+                str(sum(v.is_error for v in vs)),
+                str(vs.count(Verdict.SKIP)),
+                _num(seconds[(suite, board)], ".1f"),
+            ]
+        )
+        for (suite, board), vs in groups.items()
+    ]
+    head = ["### Suites", "", *_table_head(columns, set(columns[2:]))]
+    return _Section(head, rows, "suite rows")
+
+
+def _tolerance(case: dict[str, Any]) -> str:
+    outputs = case.get("outputs") or []
+    if not outputs:
+        return "-"
+    first = outputs[0]
+    return f"atol {_num(first.get('atol'), 'g')}, rtol {_num(first.get('rtol'), 'g')}"
+
+
+def _min_sqnr(case: dict[str, Any]) -> float | None:
+    values = [o["sqnr_db"] for o in case.get("outputs") or [] if isinstance(o.get("sqnr_db"), (int, float))]
+    return min(values, default=None)
+
+
+def _failures(cases: list[dict[str, Any]]) -> _Section | None:
+    bad = worst_first(cases)
+    if not bad:
+        return None
+    columns = ["case", "board", "verdict", "message", "max abs err", "tolerance", "SQNR dB", "file"]
+    rows = [
+        _row(
+            [
+                f"`{cell(case_key(c))}`",
+                cell(c.get("board") or "-"),
+                cell(c["verdict"]),
+                cell(c.get("message") or ""),
+                _num(worst_abs_error(c), ".4g"),
+                _tolerance(c),
+                _num(_min_sqnr(c), ".1f"),
+                cell(f"{c.get('file')}:{c.get('line')}" if c.get("file") else "-"),
+            ]
+        )
+        for c in bad
+    ]
+    head = [
+        f"### Failures and errors ({len(bad)}, worst first)",
+        "",
+        *_table_head(columns, {"max abs err", "SQNR dB"}),
+    ]
+    return _Section(head, rows, "failures/errors")
+
+
+def _total_s(case: dict[str, Any]) -> float:
+    timings = (case.get("timings_s") or {}).values()
+    return sum(t for t in timings if isinstance(t, (int, float)) and not isinstance(t, bool))
+
+
+def _slowest(cases: list[dict[str, Any]]) -> _Section | None:
+    timed = sorted((c for c in cases if c.get("timings_s")), key=_total_s, reverse=True)[:SLOWEST]
+    if not timed:
+        return None
+    columns = ["case", "board", "total s", *(f"{k} s" for k in TIMING_KEYS)]
+    rows = [
+        _row(
+            [
+                f"`{cell(case_key(c))}`",
+                cell(c.get("board") or "-"),
+                _num(_total_s(c), ".2f"),
+                *(_num((c.get("timings_s") or {}).get(k), ".3f") for k in TIMING_KEYS),
+            ]
+        )
+        for c in timed
+    ]
+    head = [f"### Slowest cases (top {len(timed)})", "", *_table_head(columns, set(columns[2:]))]
+    return _Section(head, rows, "slow cases")
+
+
+def _latency(cases: list[dict[str, Any]]) -> _Section | None:
+    measured = [c for c in cases if c.get("latency_ms")]
+    if not measured:
+        return None
+    columns = ["case", "board", *LATENCY_KEYS, "n"]
+    rows = []
+    for c in measured:
+        count = (c.get("latency_ms") or {}).get("n")
+        rows.append(
+            _row(
+                [
+                    f"`{cell(case_key(c))}`",
+                    cell(c.get("board") or "-"),
+                    *(_num(latency_of(c, k)) for k in LATENCY_KEYS),
+                    str(count) if isinstance(count, int) and not isinstance(count, bool) else "-",
+                ]
+            )
+        )
+    head = [
+        "<details><summary>Latency per case (ms)</summary>",
+        "",
+        *_table_head(columns, set(columns[2:])),
+    ]
+    return _Section(head, rows, "latency rows", foot=["", "</details>"])
+
+
+def _reproduce(run: dict[str, Any]) -> list[str]:
+    command = run.get("command") or []
+    if not command:
+        return []
+    lines = ["### Reproduce", "", "```sh"]
+    if run.get("git_sha"):
+        lines.append(f"git checkout {one_line(clean_text(str(run['git_sha'])))}")
+    lines += [
+        one_line(clean_text(shlex.join(str(part) for part in command))),
+        "```",
+        "",
+        "`hil replicate` prints the docker command that reruns it in the CI container.",
+        "",
+    ]
+    return lines
+
+
+def render_summary(results: dict[str, Any], limit_bytes: int = SUMMARY_LIMIT_BYTES) -> str:
+    """The Markdown step summary of `results`, at most `limit_bytes` UTF-8 bytes (empty when
+    not even the header fits)."""
+    run = results.get("run") or {}
+    cases = results.get("cases") or []
+    header, reproduce = _header(results), _reproduce(run)
+    fixed = _size(header) + _size(reproduce)
+    if fixed > limit_bytes:
+        return ""
+    sections = {
+        "suites": _suites(cases),
+        "failures": _failures(cases),
+        "slowest": _slowest(cases),
+        "latency": _latency(cases),
+    }
+    priority = [s for s in (sections[k] for k in ("failures", "suites", "slowest", "latency")) if s]
+    # each section's heading and "N more not shown" line first; drop the least important
+    # sections when even those do not fit
+    while priority and fixed + sum(_size(s.render()) for s in priority) > limit_bytes:
+        priority.pop()
+    budget = limit_bytes - fixed - sum(_size(s.render()) for s in priority)
+    for section in priority:
+        for row in section.rows:
+            cost = len(row.encode("utf-8")) + 1
+            if cost > budget:
+                break
+            budget -= cost
+            section.kept += 1
+    kept = {id(s) for s in priority}
+    shown = [s for s in sections.values() if id(s) in kept]
+    return "\n".join([*header, *(line for s in shown for line in s.render()), *reproduce]) + "\n"

@@ -1,0 +1,202 @@
+"""Fault injection on the virtual board: what can go wrong with a real board, on demand.
+
+A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPEC`
+(repeatable) or at run time as a line `fault SPEC` written to the board's control FIFO
+`ROOT/run/control` (`fault clear` removes every fault). Kinds:
+
+| kind | what happens | keys |
+|---|---|---|
+| `drop` | the adb connection is cut during a push, runner exec or pull | `on` (required) |
+| `freeze` | adb stops answering (TCP stays up) until a reboot or power cycle | `on` (default exec) |
+| `reboot` | the board reboots in the middle of the operation | `on` (default exec) |
+| `panic` | a kernel panic line on the UART while the operation runs | `on` (default exec), `text` |
+| `crash` | the runner dies by a signal | `signal` `SEGV` (139, default) or `ABRT` (134) |
+| `hang` | the runner never finishes (until it is killed) | |
+| `truncate-output` | the runner exits 0 but its output files are cut to half | |
+| `missing-output` | the runner exits 0 but writes no output file | |
+| `storage-full` | a push fails with "No space left on device" | `path` |
+| `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
+| `auth-refused` | the board never accepts the host's adb key (state) | |
+| `slow` | every adb message the board sends is delayed (state) | `delay` seconds (default 0.05) |
+
+Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
+(a sync RECV); `on=now` (control FIFO) applies a drop, freeze, reboot or panic at once.
+`path=GLOB` limits push/pull faults to device paths matching the glob;
+`after=N` lets N matching events pass first; `times=N` fires N times (default 1, 0 =
+every time). State faults hold from when they are set until `fault clear`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import threading
+from dataclasses import dataclass
+
+from hil.errors import UsageError
+
+EVENTS = ("push", "exec", "pull")
+"""Operations an event fault can fire on."""
+
+BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
+"""Faults the board process itself performs, on any event."""
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output")
+"""Faults of the runner: on runner execs only."""
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow")
+"""Faults that hold until cleared rather than fire on an event."""
+KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
+
+SIGNALS = {"SEGV": 11, "ABRT": 6}
+"""Signals a `crash` fault can kill the runner with."""
+
+DEFAULT_PANIC = "Kernel panic - not syncing: hil fault injection (VIRTUAL board)"
+_KEYS = {
+    "drop": {"on", "path", "after", "times"},
+    "freeze": {"on", "path", "after", "times"},
+    "reboot": {"on", "path", "after", "times"},
+    "panic": {"on", "path", "after", "times", "text"},
+    "crash": {"signal", "after", "times"},
+    "hang": {"after", "times"},
+    "truncate-output": {"after", "times"},
+    "missing-output": {"after", "times"},
+    "storage-full": {"path", "after", "times"},
+    "wrong-chipset": set(),
+    "auth-refused": set(),
+    "slow": {"delay"},
+}
+_DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
+                  "missing-output": "exec", "storage-full": "push", "freeze": "exec",
+                  "reboot": "exec", "panic": "exec"}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One parsed fault SPEC."""
+
+    kind: str
+    """One of KINDS."""
+    on: str = ""
+    """The event it fires on (`push`, `exec`, `pull`, `now`); empty for state faults."""
+    path: str = "*"
+    """Glob on the device path (push and pull events)."""
+    after: int = 0
+    """Matching events to let pass before it fires."""
+    times: int = 1
+    """How many times it fires; 0 = every matching event."""
+    signal: int = SIGNALS["SEGV"]
+    """`crash`: the signal number."""
+    text: str = DEFAULT_PANIC
+    """`panic`: the UART line."""
+    delay: float = 0.05
+    """`slow`: seconds added before every adb message the board sends."""
+
+    @property
+    def is_state(self) -> bool:
+        """Holds until cleared instead of firing on events."""
+        return self.kind in STATE_KINDS
+
+
+def _integer(spec: str, key: str, value: str) -> int:
+    if not value.isdigit():
+        raise UsageError(f"--fault {spec!r}: {key}={value!r} is not a non-negative integer")
+    return int(value)
+
+
+def parse_fault(spec: str) -> Fault:
+    """Parse `KIND[,key=value...]`; UsageError naming the spec and the field at fault."""
+    kind, *options = [part.strip() for part in spec.strip().split(",")]
+    if kind not in KINDS:
+        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    values: dict[str, str] = {}
+    for option in options:
+        key, sep, value = option.partition("=")
+        if not sep or key not in _KEYS[kind]:
+            allowed = ", ".join(sorted(_KEYS[kind])) or "none"
+            raise UsageError(f"--fault {spec!r}: unknown option {option!r} (allowed: {allowed})")
+        values[key] = value
+    fields: dict[str, object] = {"kind": kind}
+    if kind not in STATE_KINDS:
+        on = values.get("on", _DEFAULT_EVENT.get(kind, ""))
+        allowed_events = (*EVENTS, "now") if kind in BOARD_KINDS else (_DEFAULT_EVENT[kind],)
+        if on not in allowed_events:
+            raise UsageError(
+                f"--fault {spec!r}: on={on or '?'}: expected one of {', '.join(allowed_events)}"
+            )
+        fields["on"] = on
+    if "path" in values:
+        fields["path"] = values["path"]
+    for key in ("after", "times"):
+        if key in values:
+            fields[key] = _integer(spec, key, values[key])
+    if "signal" in values:
+        name = values["signal"].upper().removeprefix("SIG")
+        if name not in SIGNALS:
+            raise UsageError(f"--fault {spec!r}: signal={values['signal']!r} (SEGV or ABRT)")
+        fields["signal"] = SIGNALS[name]
+    if "text" in values:
+        if not values["text"].isprintable():
+            raise UsageError(f"--fault {spec!r}: text must be printable")
+        fields["text"] = values["text"]
+    if "delay" in values:
+        try:
+            delay = float(values["delay"])
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay <= 10:
+            raise UsageError(f"--fault {spec!r}: delay={values['delay']!r}: seconds in [0, 10]")
+        fields["delay"] = delay
+    return Fault(**fields)  # type: ignore[arg-type]
+
+
+class FaultPlan:
+    """The faults set on one board and how often each has matched; thread-safe (the warm
+    executor asks from its own threads)."""
+
+    def __init__(self, faults: list[Fault] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._seen: list[int] = []
+        for fault in faults or []:
+            self.add(fault)
+
+    def add(self, fault: Fault) -> None:
+        """Arm one more fault."""
+        with self._lock:
+            self._faults.append(fault)
+            self._seen.append(0)
+
+    def clear(self) -> None:
+        """Disarm every fault."""
+        with self._lock:
+            self._faults.clear()
+            self._seen.clear()
+
+    def state(self, kind: str) -> Fault | None:
+        """The armed state fault of `kind`, if any."""
+        with self._lock:
+            return next((f for f in self._faults if f.kind == kind), None)
+
+    def fire(self, event: str, path: str = "") -> list[Fault]:
+        """The faults that fire on this event (counting it for every matching fault); a
+        fault that has fired `times` times is removed."""
+        fired: list[Fault] = []
+        with self._lock:
+            for index, fault in enumerate(self._faults):
+                if fault.on != event or (path and not fnmatch.fnmatchcase(path, fault.path)):
+                    continue
+                self._seen[index] += 1
+                shots = self._seen[index] - fault.after
+                if shots >= 1 and (fault.times == 0 or shots <= fault.times):
+                    fired.append(fault)
+            spent = [
+                i for i, fault in enumerate(self._faults)
+                if fault.times and self._seen[i] - fault.after >= fault.times
+            ]
+            for index in reversed(spent):
+                del self._faults[index]
+                del self._seen[index]
+        return fired
+
+    def describe(self) -> list[str]:
+        """One short description per armed fault, for logs."""
+        with self._lock:
+            return [f"{f.kind}{',on=' + f.on if f.on else ''}" for f in self._faults]

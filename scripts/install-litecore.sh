@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Install and verify the Exynos AI LiteCore SDK (LITECORE) that ExecuTorch's Samsung backend
+# builds against. Prints the SDK root on its last line (use it as EXYNOS_AI_LITECORE_ROOT).
+#
+# usage:
+#   install-litecore.sh --dest DIR [--version 1.1.0] [--sha256 HEX] SOURCE...
+#   install-litecore.sh --verify ROOT [--version 1.1.0]
+# SOURCE, first usable one wins:
+#   --tarball FILE        a local ai-litecore-*.tar.gz
+#   --tarball-dir DIR     a folder holding exactly one ai-litecore-*.tar.gz (skipped when empty)
+#   --url URL --apikey-file FILE
+#                         download with the header `apikey: <key>`; the key is read from FILE
+#                         (a BuildKit secret, /run/secrets/litecore_apikey) and piped to curl:
+#                         it is never an argument, an environment variable or printed.
+#                         Skipped when FILE is missing or empty.
+# Checks: the archive's top folder is exynos-ai-litecore-v<version>; the headers and x86-64
+# libraries the build needs are there; the tarball's SHA-256 when --sha256 is given.
+# Exit codes: 0 installed/verified · 3 bad usage, no source, or the SDK failed a check.
+set -euo pipefail
+
+REQUIRED_FILES=(
+  include/graphgen_c.h
+  include/graphgen_common.h
+  include/graph_wrapper_api.h
+  lib/x86_64-linux/libgraphgen_api.so
+  lib/x86_64-linux/libgraph_wrapper.so
+)
+VERSION_FILE=.litecore-version
+
+version=1.1.0
+dest=
+verify=
+sha256=
+tarball=
+tarball_dir=
+url=
+apikey_file=
+
+die() { echo "install-litecore: $*" >&2; exit 3; }
+note() { echo "install-litecore: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dest|--version|--sha256|--tarball|--tarball-dir|--url|--apikey-file|--verify)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        --dest) dest=$2 ;;
+        --version) version=${2#v} ;;
+        --sha256) sha256=$2 ;;
+        --tarball) tarball=$2 ;;
+        --tarball-dir) tarball_dir=$2 ;;
+        --url) url=$2 ;;
+        --apikey-file) apikey_file=$2 ;;
+        --verify) verify=$2 ;;
+      esac
+      shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+# check_root ROOT: the required files, each library an x86-64 ELF shared object.
+check_root() {
+  local root=$1 file magic
+  for file in "${REQUIRED_FILES[@]}"; do
+    [ -f "$root/$file" ] || die "LITECORE $version at $root is incomplete: missing $file"
+  done
+  for file in "${REQUIRED_FILES[@]}"; do
+    case "$file" in *.so) ;; *) continue ;; esac
+    # ELF magic, 64-bit class (byte 4 = 2), e_machine x86-64 (bytes 18-19 = 3e 00).
+    magic=$(od -An -tx1 -N20 "$root/$file" | tr -d ' \n')
+    [ "${magic:0:8}" = 7f454c46 ] || die "$root/$file is not an ELF shared library"
+    [ "${magic:8:2}" = 02 ] && [ "${magic:36:4}" = 3e00 ] \
+      || die "$root/$file is not an x86-64 library (LITECORE's host libraries are x86_64 Linux only)"
+  done
+}
+
+if [ -n "$verify" ]; then
+  [ -d "$verify" ] || die "--verify: no such folder: $verify"
+  found=
+  if [ -f "$verify/$VERSION_FILE" ]; then
+    found=$(cat "$verify/$VERSION_FILE")
+  else
+    case "$(basename "$verify")" in exynos-ai-litecore-v*) found=${verify##*/exynos-ai-litecore-v} ;; esac
+  fi
+  [ -n "$found" ] || die "cannot tell the LITECORE version of $verify (no $VERSION_FILE, folder not named exynos-ai-litecore-v<version>)"
+  [ "$found" = "$version" ] || die "LITECORE at $verify is version $found, need $version"
+  check_root "$verify"
+  cd "$verify" && pwd
+  exit 0
+fi
+
+[ -n "$dest" ] || die "--dest is required (or --verify ROOT)"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/litecore.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+if [ -z "$tarball" ] && [ -n "$tarball_dir" ] && [ -d "$tarball_dir" ]; then
+  shopt -s nullglob
+  candidates=("$tarball_dir"/*.tar.gz "$tarball_dir"/*.tgz)
+  shopt -u nullglob
+  if [ ${#candidates[@]} -gt 1 ]; then
+    die "--tarball-dir $tarball_dir holds ${#candidates[@]} tarballs; keep exactly one"
+  fi
+  [ ${#candidates[@]} -eq 1 ] && tarball=${candidates[0]}
+fi
+
+if [ -n "$tarball" ]; then
+  [ -f "$tarball" ] || die "--tarball: no such file: $tarball"
+  note "using $tarball"
+elif [ -n "$url" ] && [ -n "$apikey_file" ] && [ -s "$apikey_file" ]; then
+  command -v curl >/dev/null 2>&1 || die "curl is needed to download LITECORE"
+  note "downloading ${url##*/}"
+  tarball=$work/${url##*/}
+  # Header from stdin (-H @-): the key never appears in curl's argument list.
+  if ! { printf 'apikey: '; tr -d '\r\n' <"$apikey_file"; printf '\n'; } \
+      | curl --fail --silent --show-error --location --retry 3 -H @- -o "$tarball" "$url"; then
+    die "download of ${url##*/} failed (check the API key and the URL)"
+  fi
+else
+  die "no LITECORE source: give --tarball FILE, a --tarball-dir with the SDK tarball, or --url with a non-empty --apikey-file (BuildKit: --secret id=litecore_apikey,env=KEY or src=FILE)"
+fi
+
+if [ -n "$sha256" ]; then
+  actual=$(sha256sum "$tarball" | cut -d' ' -f1)
+  [ "$actual" = "${sha256,,}" ] || die "checksum mismatch for ${tarball##*/}: sha256 $actual, expected $sha256"
+fi
+
+listing=$(tar -tzf "$tarball" 2>/dev/null) || die "${tarball##*/} is not a gzip tar archive"
+tops=$(printf '%s\n' "$listing" | sed -e 's|^\./||' -e 's|/.*||' | grep -v '^$' | sort -u)
+[ -n "$tops" ] || die "${tarball##*/} is empty"
+[ "$(printf '%s\n' "$tops" | wc -l)" = 1 ] \
+  || die "${tarball##*/} has several top folders ($(echo $tops)); expected one, exynos-ai-litecore-v$version"
+top=$tops
+expected_top=exynos-ai-litecore-v$version
+[ "$top" = "$expected_top" ] \
+  || die "${tarball##*/} holds $top, expected $expected_top (LITECORE $version)"
+
+mkdir -p "$work/unpacked"
+tar -xzf "$tarball" -C "$work/unpacked" --no-same-owner
+root=$work/unpacked/$top
+check_root "$root"
+
+mkdir -p "$dest"
+[ -z "$(ls -A "$dest")" ] || die "--dest $dest is not empty"
+cp -a "$root/." "$dest/"
+echo "$version" >"$dest/$VERSION_FILE"
+note "LITECORE $version installed"
+cd "$dest" && pwd

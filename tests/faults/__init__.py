@@ -1,0 +1,98 @@
+"""Fault injection: virtual boards with faults, whole runs, and what became of every case.
+
+Helpers shared by the matrix (`test_matrix.py`) and the interruption tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hil.board.inventory import load_inventory
+from hil.cases import load_suite
+from hil.lower.cache import default_cache_dir
+from hil.run import Run, RunOptions
+from hil.virtual.launcher import VirtualBoardProcess
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TINY = FIXTURES / "tiny.yaml"
+"""Three small MLP cases: cheap to lower with flow portable."""
+
+
+def power_command(board: VirtualBoardProcess, action: str = "cycle") -> list[str]:
+    """The virtual board's power switch as an inventory power command: a line on its control
+    FIFO, opened non-blocking (no reader: the command fails instead of hanging)."""
+    script = (
+        "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK); "
+        "os.write(fd, sys.argv[2].encode() + b'\\n')"
+    )
+    return [sys.executable, "-c", script, str(board.root / "run" / "control"), f"power {action}"]
+
+
+def write_inventory(path: Path, boards: list[dict[str, Any]]) -> Path:
+    """An inventory YAML with these entries."""
+    path.write_text(yaml.safe_dump({"boards": boards}, sort_keys=False))
+    return path
+
+
+def board_entry(name: str, board: VirtualBoardProcess, console: Path | None = None,
+                power: bool = False, chipset: str = "E9955") -> dict[str, Any]:
+    """An inventory entry for a virtual board reached over network adb."""
+    entry: dict[str, Any] = {"name": name, "adb": board.address, "chipset": chipset}
+    if console is not None:
+        entry["console"] = str(console)
+    if power:
+        entry["power"] = {"cycle": power_command(board)}
+    return entry
+
+
+def run_in_process(inventory: Path, out: Path, **options: Any) -> tuple[Run, dict[str, Any]]:
+    """`hil run --inventory INVENTORY --suite tiny.yaml --flow portable` in this process
+    (torch stays imported, artifacts come from the session's cache)."""
+    cases = tuple(load_suite(str(TINY)))
+    settings: dict[str, Any] = {
+        "timeout_s": 4.0, "idle_timeout_s": 3.0, "boot_timeout_s": 20.0, "retries": 1,
+    }
+    settings.update(options)
+    run_options = RunOptions(
+        cases=cases, boards=(), flow="portable", flow_reason="test", chipset="E9955",
+        out_dir=out, results_path=out / "results.json", junit_path=out / "junit.xml",
+        cache_dir=default_cache_dir(), jobs=1, inventory=tuple(load_inventory(inventory)),
+        **settings,
+    )
+    the_run = Run(run_options)
+    the_run.execute()
+    return the_run, json.loads((out / "results.json").read_text())
+
+
+def chain(record: dict[str, Any]) -> str:
+    """The verdicts of every attempt of a case: `ERROR_INFRA→PASS`."""
+    return "→".join([a["verdict"] for a in record.get("earlier_attempts") or []] + [record["verdict"]])
+
+
+def lost_results(expected_keys: list[str], results: dict[str, Any], junit: Path) -> int:
+    """Cases missing from results.json or JUnit, or present more than once in either."""
+    in_results = Counter(f"{c['suite']}.{c['precision']}.{c['id']}" for c in results["cases"])
+    root = ET.parse(junit).getroot()
+    in_junit = Counter(f"{tc.get('classname')}.{tc.get('name')}" for tc in root.iter("testcase"))
+    lost = 0
+    for key in expected_keys:
+        lost += abs(in_results[key] - 1) + abs(in_junit[key] - 1)
+    extra = (set(in_results) | set(in_junit)) - set(expected_keys)
+    return lost + len(extra)
+
+
+def tiny_keys() -> list[str]:
+    """`suite.precision.id` of every tiny case."""
+    return [case.key for case in load_suite(str(TINY))]
+
+
+def environment() -> dict[str, str]:
+    """The environment for a `hil` child process (same artifact cache as this session)."""
+    return dict(os.environ, HIL_CACHE_DIR=str(default_cache_dir()))

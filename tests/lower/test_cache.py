@@ -1,0 +1,77 @@
+"""The content-addressed artifact cache: warm hits, invalidation, corruption, concurrency."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from hil.cases import load_suite
+from hil.lower import build_artifact
+from hil.lower.cache import ArtifactCache, cache_key
+from hil.lower.pool import lower_cases
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def add_case():
+    return next(c for c in load_suite("smoke") if c.id == "add")
+
+
+def test_key_changes_with_what_changes_the_artifact(add_case):
+    key = cache_key(add_case, "xnnpack", "E9955")
+    assert key == cache_key(add_case, "xnnpack", "E9955")
+    assert key != cache_key(add_case, "portable", "E9955")
+    assert key != cache_key(add_case, "xnnpack", "E9965")
+    assert key != cache_key(dataclasses.replace(add_case, seed=1), "xnnpack", "E9955")
+    other = next(c for c in load_suite("smoke") if c.id == "conv2d_3x3")
+    assert cache_key(other, "xnnpack", "E9955") != key
+
+
+def test_warm_rerun_lowers_nothing(add_case, tmp_path):
+    cache = ArtifactCache(tmp_path / "cache")
+    cold = list(lower_cases([add_case], "xnnpack", "E9955", tmp_path, cache, jobs=1))
+    warm = list(lower_cases([add_case], "xnnpack", "E9955", tmp_path, cache, jobs=1))
+    assert [r.cached for r in cold] == [False] and [r.cached for r in warm] == [True]
+    assert warm[0].artifact.pte.read_bytes() == cold[0].artifact.pte.read_bytes()
+
+
+def test_corrupted_entry_is_detected_and_rebuilt(add_case, tmp_path):
+    cache = ArtifactCache(tmp_path / "cache")
+    key = cache_key(add_case, "xnnpack", "E9955")
+    artifact = cache.put(key, lambda folder: build_artifact(add_case, "xnnpack", "E9955", folder))
+    good = artifact.pte.read_bytes()
+    artifact.pte.write_bytes(good[:-7] + b"garbage")
+    assert cache.get(key) is None  # detected and removed
+    again = list(lower_cases([add_case], "xnnpack", "E9955", tmp_path, cache, jobs=1))
+    assert not again[0].cached and again[0].artifact.pte.read_bytes() == good
+
+
+PUT_SCRIPT = """
+import sys
+from pathlib import Path
+from hil.cases import load_suite
+from hil.lower import build_artifact
+from hil.lower.cache import ArtifactCache, cache_key
+case = next(c for c in load_suite("smoke") if c.id == "add")
+cache = ArtifactCache(Path(sys.argv[1]))
+key = cache_key(case, "xnnpack", "E9955")
+artifact = cache.put(key, lambda folder: build_artifact(case, "xnnpack", "E9955", folder))
+print(artifact.folder)
+"""
+
+
+def test_concurrent_runs_putting_one_key_leave_one_valid_entry(add_case, tmp_path):
+    root = tmp_path / "cache"
+    runs = [
+        subprocess.Popen([sys.executable, "-c", PUT_SCRIPT, str(root)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], [err[-500:] for _, err in outs]
+    key = cache_key(add_case, "xnnpack", "E9955")
+    assert {out.strip() for out, _ in outs} == {str(root / key[:2] / key)}
+    assert ArtifactCache(root).get(key) is not None
+    assert [p.name for p in (root / key[:2]).iterdir()] == [key]  # no half-built leftovers

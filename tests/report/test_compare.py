@@ -1,0 +1,139 @@
+"""`hil compare`: latency and accuracy regressions between two runs (exit 1), a Markdown table,
+and a PNG trend over several runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from hil.cli import main
+from hil.errors import UsageError
+from hil.report.compare import compare_results, parse_threshold
+from hil.report.results import load_results, save_results
+from hil.report.stats import latency_stats
+
+from . import case, sample_results
+
+BASE_MS = {"conv2d": 2.0, "linear": 1.0, "add": 0.5, "softmax": 0.8}
+
+
+def _outputs(max_abs: float, sqnr: float) -> list[dict]:
+    return [{"index": 0, "max_abs": max_abs, "sqnr_db": sqnr, "atol": 1e-4, "rtol": 1e-4, "ok": True}]
+
+
+def _run(tmp_path: Path, name: str, started: str, scale: dict[str, float], **changes: dict) -> Path:
+    """A results file with one case per BASE_MS entry: 20 latency samples around
+    BASE_MS * scale, and `changes` applied to named cases."""
+    document = sample_results()
+    document["run"].update(id=name, started=started)
+    document["cases"] = []
+    for case_id, ms in BASE_MS.items():
+        center = ms * scale.get(case_id, 1.0)
+        samples = [center * (1 + 0.01 * ((i % 5) - 2)) for i in range(20)]
+        record = case(
+            "smoke", "fp32", case_id, "PASS", latency_ms=latency_stats(samples), outputs=_outputs(1e-6, 120.0)
+        )
+        record.update(changes.get(case_id, {}))
+        document["cases"].append(record)
+    path = tmp_path / f"{name}.json"
+    save_results(document, path)
+    return path
+
+
+def test_a_20_percent_latency_regression_exits_1_and_the_trend_png_is_drawn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    mid = _run(tmp_path, "mid", "2026-11-29T03:00:00Z", {"conv2d": 1.1, "add": 0.9})
+    new = _run(tmp_path, "new", "2026-11-30T03:00:00Z", {"conv2d": 1.2, "linear": 1.05, "add": 0.8})
+    png = tmp_path / "plots" / "trend.png"
+    code = main(["compare", str(base), str(new), str(mid), "--threshold", "10%", "--plot", str(png)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("## hil compare: 1 regression(s)")
+    rows = {line.split("`")[1]: line for line in out.splitlines() if line.startswith("| `")}
+    assert "| 2.000 → 2.400 (p50) | +20.0% |" in rows["smoke.fp32.conv2d"]
+    assert "**latency regression**" in rows["smoke.fp32.conv2d"]
+    assert rows["smoke.fp32.linear"].endswith("| ok |")  # +5% is under the threshold
+    assert "| -20.0% |" in rows["smoke.fp32.add"] and rows["smoke.fp32.add"].endswith("| faster |")
+    assert list(rows)[0] == "smoke.fp32.conv2d"  # regressions first
+    assert "4 case(s): 1 latency regression, 1 faster, 2 ok" in out
+    with Image.open(png) as image:
+        assert image.format == "PNG"
+        assert image.size == (1210, 660)
+        assert len(image.convert("L").getcolors(maxcolors=65536)) > 10  # something was drawn
+    assert "trend plot:" in out and "(4 case(s), 3 runs)" in out
+
+
+def test_a_higher_threshold_or_a_faster_run_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    slower = _run(tmp_path, "slower", "2026-11-29T03:00:00Z", {"conv2d": 1.2})
+    assert main(["compare", str(base), str(slower), "--threshold", "25"]) == 0
+    assert capsys.readouterr().out.startswith("## hil compare: no regression")
+    assert main(["compare", str(slower), str(base)]) == 0
+
+
+def test_pass_to_fail_and_worse_numbers_are_accuracy_regressions(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    new = _run(
+        tmp_path,
+        "new",
+        "2026-11-30T03:00:00Z",
+        {},
+        conv2d={"verdict": "FAIL_MISMATCH", "message": "output 0: max abs error 0.5"},
+        linear={"outputs": _outputs(5e-5, 120.0)},  # 1e-6 -> 5e-5: more than 0.1·atol
+        add={"outputs": _outputs(1.05e-6, 80.0)},  # SQNR -40 dB
+        softmax={"outputs": _outputs(2e-6, 119.0), "verdict": "PASS_UNDELEGATED"},
+    )
+    comparison = compare_results(load_results(base), load_results(new), 0.10)
+    status = {row.key.rsplit(".", 1)[1]: row for row in comparison.rows}
+    assert status["conv2d"].statuses == ["accuracy regression"]
+    assert status["conv2d"].notes == ["PASS → FAIL_MISMATCH"]
+    assert status["linear"].regression and "max abs error 1e-06 → 5e-05" in status["linear"].notes[0]
+    assert status["add"].regression and status["add"].notes == ["output 0: SQNR 120.0 → 80.0 dB"]
+    # 1e-6 -> 2e-6 doubles but stays far inside atol; an undelegated pass is a warning only
+    assert not status["softmax"].regression and status["softmax"].statuses == ["undelegated"]
+    assert len(comparison.regressions) == 3
+
+
+def test_missing_new_and_errored_cases_are_listed_not_regressions(tmp_path: Path) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    new = sample_results()
+    new["cases"] = [
+        case("smoke", "fp32", "conv2d", "ERROR_INFRA", message="board lost", latency_ms=None),
+        case("smoke", "fp32", "brand_new", "PASS"),
+    ]
+    comparison = compare_results(load_results(base), new, 0.10)
+    statuses = {row.key: row.status for row in comparison.rows}
+    assert statuses == {
+        "smoke.fp32.conv2d": "error",
+        "smoke.fp32.linear": "missing",
+        "smoke.fp32.add": "missing",
+        "smoke.fp32.softmax": "missing",
+        "smoke.fp32.brand_new": "new",
+    }
+    assert not comparison.regressions
+
+
+@pytest.mark.parametrize("text", ["ten", "-5%", "0", "10%%"])
+def test_bad_threshold_is_a_usage_error(text: str) -> None:
+    with pytest.raises(UsageError, match="--threshold"):
+        parse_threshold(text)
+
+
+def test_thresholds_parse_as_percentages() -> None:
+    assert parse_threshold("10%") == pytest.approx(0.10)
+    assert parse_threshold("2.5") == pytest.approx(0.025)
+
+
+def test_bad_input_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    missing = tmp_path / "nope.json"
+    assert main(["compare", str(base), str(missing)]) == 3
+    assert f"{missing}: no such results file" in capsys.readouterr().err
+    assert main(["compare", str(base), str(base), str(base)]) == 3  # extra files need --plot
+    assert "--plot" in capsys.readouterr().err

@@ -1,0 +1,80 @@
+"""Progress while a run runs: plain numbered lines in CI and pipes, a rich bar with coloured
+per-case lines on a terminal (a real pty here)."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+from collections.abc import Iterator
+
+import pytest
+
+from hil.report.progress import PlainProgress, RichProgress, format_record, make_progress
+from hil.report.stats import latency_stats
+
+from . import CASES, case
+
+
+@pytest.fixture
+def pty_stream() -> Iterator[tuple[io.TextIOWrapper, int]]:
+    master, slave = os.openpty()
+    stream = io.TextIOWrapper(os.fdopen(slave, "wb", buffering=0), encoding="utf-8")
+    try:
+        yield stream, master
+    finally:
+        stream.close()
+        os.close(master)
+
+
+def _drain(master: int) -> str:
+    data = b""
+    while select.select([master], [], [], 0.2)[0]:
+        chunk = os.read(master, 65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("utf-8", "replace")
+
+
+def test_plain_lines_count_and_name_each_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    out = io.StringIO()
+    progress = make_progress(len(CASES), out)
+    assert isinstance(progress, PlainProgress)
+    for record in CASES:
+        progress.on_record(record)
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 7
+    assert lines[0] == "[1/7] PASS             smoke.fp32.conv2d [virtual-0] avg 0.400 ms max_abs 1e-06"
+    assert lines[3] == "[4/7] SKIP             smoke.fp32.relu6 [-]  flow xnnpack cannot express relu6"
+    assert lines[4].endswith("runner died by SIGSEGV")
+    progress.on_record(case("s", "fp32", "x", "FAIL_RUN", message="\x1b[31mred\x1b[0m\r\nnext"))
+    assert out.getvalue().splitlines()[-1].endswith("1e-06  red next")  # escapes stripped
+
+
+def test_format_prefers_p50_when_the_board_gave_samples() -> None:
+    record = case("s", "fp32", "x", "PASS", latency_ms=latency_stats([1.0, 2.0, 9.0]))
+    assert " p50 2.000 ms " in format_record(record, 10, 120)
+    assert format_record(record, 10, 120).startswith("[ 10/120] PASS ")
+
+
+def test_terminal_gets_the_rich_bar_and_ci_gets_plain_lines_even_on_a_terminal(
+    pty_stream: tuple[io.TextIOWrapper, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream, master = pty_stream
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    progress = make_progress(2, stream)
+    assert isinstance(progress, RichProgress)
+    progress.on_record(CASES[0])
+    progress.on_record(CASES[2])
+    progress.close()
+    stream.flush()
+    shown = _drain(master)
+    assert "\x1b[" in shown  # colours and cursor control: a live display
+    assert "smoke.fp32.conv2d" in shown and "smoke.fp32.add" in shown
+    assert "2/2" in shown and "1 failed" in shown
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    assert isinstance(make_progress(2, stream), PlainProgress)
