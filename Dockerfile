@@ -46,8 +46,11 @@ ARG PIP_NO_INDEX=
 # a torch without a matching torchvision (e.g. "torch==2.13.0") gives an image without `models`.
 ARG TORCH_SPEC="torch==2.14.1 torchvision==0.29.1"
 COPY pyproject.toml /opt/hil/src/pyproject.toml
-# hadolint ignore=SC2086
-RUN python3 -c "import tomllib; deps = tomllib.load(open('/opt/hil/src/pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if not d.startswith(('torch=', 'torchvision='))))" \
+# TORCH_SPEC is a list of pinned requirements (word splitting wanted); the rest is pinned in
+# pyproject.toml (read with tomllib, or pip's own tomli on Python 3.10, e.g. Ubuntu 22.04);
+# setuptools/wheel only build hil itself.
+# hadolint ignore=SC2086,DL3013
+RUN python -c "import sys; toml = __import__('tomllib' if sys.version_info >= (3, 11) else 'pip._vendor.tomli', fromlist=['load']); deps = toml.load(open('/opt/hil/src/pyproject.toml', 'rb'))['project']['dependencies']; print('\n'.join(d for d in deps if not d.startswith(('torch=', 'torchvision='))))" \
       > /opt/hil/requirements.txt \
  && pip install ${TORCH_SPEC} \
  && pip install -r /opt/hil/requirements.txt "setuptools>=68" wheel
@@ -60,7 +63,7 @@ RUN pip install --no-deps --no-build-isolation /opt/hil/src \
  && rm -rf /opt/hil/src/build \
  && useradd --create-home --uid 1000 --shell /bin/bash hil \
  && mkdir -p /workspace && chown hil:hil /workspace
-USER hil
+USER 1000:1000
 WORKDIR /workspace
 ENTRYPOINT ["hil"]
 CMD ["--help"]
@@ -68,9 +71,11 @@ CMD ["--help"]
 # =============================================================================================
 # exynos: everything below needs BuildKit. The legacy builder never reaches it for `host`.
 
-# The LITECORE tarball, when not downloaded: empty unless replaced with
+# The LITECORE tarball, when not downloaded: a .tar.gz put in docker/litecore/ (hil replicate
+# --litecore-sdk does that in its own copy of the context), or with buildx
 #   docker buildx build --build-context litecore-tarball=DIR   (DIR holds the .tar.gz)
 FROM scratch AS litecore-tarball
+COPY docker/litecore/ /
 
 # ExecuTorch's source, when not cloned: empty unless replaced with
 #   docker buildx build --build-context executorch-src=DIR    (a v1.5.1 checkout with submodules)
@@ -111,29 +116,32 @@ RUN --mount=type=bind,from=executorch-src,target=/mnt/executorch-src \
     build-enn.sh --sdk /opt/litecore --src /mnt/executorch-src --work /opt/executorch \
       --git "${EXECUTORCH_GIT}" --ref "${EXECUTORCH_REF}" --build x86_64 --out /opt/enn
 
-# The Android runner, built with NDK r28c. To use a prebuilt one instead (and skip the NDK):
+# The Android runner, built with NDK r28c (BUILD_RUNNER=0: none; give one at run time with
+# hil run --runner). To use a prebuilt one instead (and skip the NDK):
 #   docker buildx build --build-context enn-runner=DIR   (DIR holds enn_executor_runner)
 FROM enn-build AS enn-runner-build
+ARG BUILD_RUNNER=1
 ARG ANDROID_NDK_URL=https://dl.google.com/android/repository/android-ndk-r28c-linux.zip
 ARG ANDROID_NDK_SHA1=
-RUN build-enn.sh --sdk /opt/litecore --work /opt/executorch --build android \
-      --ndk-url "${ANDROID_NDK_URL}" --ndk-sha1 "${ANDROID_NDK_SHA1}" --out /opt/enn
+RUN if [ "${BUILD_RUNNER}" = 1 ]; then \
+      build-enn.sh --sdk /opt/litecore --work /opt/executorch --build android \
+        --ndk-url "${ANDROID_NDK_URL}" --ndk-sha1 "${ANDROID_NDK_SHA1}" --out /opt/enn; \
+    else mkdir -p /opt/enn/runner; fi
 
 FROM scratch AS enn-runner
-COPY --from=enn-runner-build /opt/enn/enn_executor_runner /enn_executor_runner
+COPY --from=enn-runner-build /opt/enn/runner/ /
 
 # ---------------------------------------------------------------------------------------------
 FROM host AS exynos
-USER root
+USER 0:0
 COPY --from=litecore /opt/litecore /opt/litecore
-COPY --from=enn-runner /enn_executor_runner /opt/hil/runner/enn_executor_runner
+COPY --from=enn-runner / /opt/hil/runner/
 RUN --mount=type=bind,from=enn-build,source=/opt/enn/python,target=/mnt/enn-python \
     target="$(python -c 'import executorch.backends as b, os; print(os.path.dirname(b.__file__))')/samsung/python" \
- && mkdir -p "$target" && cp /mnt/enn-python/Py*.so "$target/" \
- && chmod 0755 /opt/hil/runner/enn_executor_runner
+ && mkdir -p "$target" && cp /mnt/enn-python/Py*.so "$target/"
 ENV EXYNOS_AI_LITECORE_ROOT=/opt/litecore \
     LD_LIBRARY_PATH=/opt/litecore/lib/x86_64-linux \
     HIL_RUNNER=/opt/hil/runner/enn_executor_runner
 RUN python -c "import executorch.backends.samsung.python.PyEnnWrapperAdaptor" \
- && hil doctor --require sdk
-USER hil
+ && hil doctor --require sdk,enn-wrapper
+USER 1000:1000

@@ -21,12 +21,15 @@ models, which random-init models here cannot have.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from hil.verdict import sqnr_db
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,16 @@ class Checker:
 
     check: CheckFn
     defaults: dict[str, Any]
+
+
+def cosine_similarity(reference: Array, actual: Array) -> float:
+    """Cosine of the angle between the flattened outputs (1.0 when both are all zeros)."""
+    ref = np.nan_to_num(reference.astype(np.float64).ravel())
+    act = np.nan_to_num(actual.astype(np.float64).ravel())
+    norms = float(np.linalg.norm(ref) * np.linalg.norm(act))
+    if norms == 0.0:
+        return 1.0 if not ref.any() and not act.any() else 0.0
+    return float(np.dot(ref, act) / norms) if math.isfinite(norms) else math.nan
 
 
 # -- classifier ---------------------------------------------------------------------------
@@ -278,7 +291,8 @@ def _is_number(value: Any) -> bool:
 def run_checker(spec: CheckerSpec, board: Sequence[Array], fp32: Sequence[Array],
                 targets: Array | None) -> CheckResult:
     """Run `spec` on the board's outputs and the fp32 model's (every output; the checker
-    reads the one its `output` parameter names)."""
+    reads the one its `output` parameter names). Every checker also records the output's
+    SQNR and cosine similarity against the fp32 model's (`sqnr_vs_fp32_db`, `cosine_vs_fp32`)."""
     checker = CHECKERS[spec.name]
     params = {**checker.defaults, **spec.params}
     index = int(params["output"])
@@ -287,4 +301,7 @@ def run_checker(spec: CheckerSpec, board: Sequence[Array], fp32: Sequence[Array]
     if board[index].shape != fp32[index].shape:
         return CheckResult(spec.name, False, {}, f"checker {spec.name}: output {index} shape "
                            f"{list(board[index].shape)} != fp32 {list(fp32[index].shape)}")
-    return checker.check(board[index], fp32[index], targets, params)
+    result = checker.check(board[index], fp32[index], targets, params)
+    overall = {"sqnr_vs_fp32_db": sqnr_db(fp32[index], board[index]),
+               "cosine_vs_fp32": cosine_similarity(fp32[index], board[index])}
+    return dataclasses.replace(result, metrics={**result.metrics, **overall})

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from hil import __version__
 from hil.errors import UsageError
-from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE
+from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 FLOW_CHOICES = ("auto", "enn", "xnnpack", "portable")
 CHIPSET_CHOICES = ("E9955", "E9965")
@@ -34,7 +34,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", action="append", default=[], metavar="NAME|FILE",
-                        help="built-in suite (smoke) or a manifest .yaml; repeatable (default: smoke)")
+                        help="built-in suite (smoke, ops, models) or a manifest .yaml; repeatable "
+                             "(default: smoke)")
+    parser.add_argument("--pretrained", action="store_true",
+                        help="models suite: load published weights (default: seeded random init)")
     parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
                         help="keep cases whose id or suite.precision.id matches; repeatable")
     parser.add_argument("--precision", default="fp32", metavar="fp32|a8w8|all",
@@ -133,6 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
     boards.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
                         help="how long to wait for a board (default: 30)")
 
+    doctor = sub.add_parser("doctor", help="SDK, adb, ExecuTorch, runner, bwrap, docker: "
+                                           "found / missing / how to fix")
+    from hil.doctor import add_arguments as add_doctor_arguments
+
+    add_doctor_arguments(doctor)
+    replicate = sub.add_parser("replicate", help="run hil in its container as CI does "
+                                                 "(--print: the docker run command)")
+    from hil.replicate import add_arguments as add_replicate_arguments
+
+    add_replicate_arguments(replicate)
+
     board = sub.add_parser("virtual-board", help="run a virtual Exynos board (adb device side)")
     from hil.virtual.main import add_arguments
 
@@ -147,7 +161,7 @@ def _choice(value: str, choices: Sequence[str], flag: str) -> str:
 
 
 def _select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
-    from hil.cases import expand_precisions, load_suite, parse_shard, select
+    from hil.cases import expand_precisions, load_suite, parse_shard, prefetch, select
 
     shard = parse_shard(args.shard)
     _choice(args.chipset, CHIPSET_CHOICES, "--chipset")
@@ -156,7 +170,7 @@ def _select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]
         raise UsageError(f"--precision: unknown value {args.precision!r} (fp32, a8w8, all)")
     cases = []
     for suite in args.suite or ["smoke"]:
-        cases.extend(load_suite(suite))
+        cases.extend(load_suite(suite, pretrained=args.pretrained))
     cases = expand_precisions(cases, args.precision)
     selected = select(cases, args.filter, (1, 1))
     if not selected:
@@ -164,7 +178,9 @@ def _select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]
             f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
             + (f" --filter {args.filter}" if args.filter else "")
         )
-    return select(selected, [], shard), shard
+    chosen = select(selected, [], shard)
+    prefetch(chosen)
+    return chosen, shard
 
 
 def _resolve_flow(requested: str, any_virtual: bool) -> tuple[str, str]:
@@ -238,7 +254,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, _interrupt)
     progress = make_progress(len(cases))
-    the_run = Run(options, on_record=progress.on_record)
+    try:
+        the_run = Run(options, on_record=progress.on_record)
+    except BaseException:
+        progress.close()  # leave no progress bar on the terminal
+        raise
     interrupted = False
     try:
         the_run.execute()
@@ -255,6 +275,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if interrupted:
         sys.stderr.write("hil: interrupted; results so far are written\n")
         return EXIT_INTERRUPTED
+    if not cases:
+        return EXIT_OK  # an empty shard: nothing to run is not a failure
     if not the_run.records or not the_run.meta["boards"] or all(
         "error" in b for b in the_run.meta["boards"]
     ):
@@ -401,6 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hil.virtual.main import run as run_virtual_board
 
             return run_virtual_board(args)
+        if args.command in ("doctor", "replicate"):
+            from hil import doctor, replicate
+
+            return {"doctor": doctor.command, "replicate": replicate.command}[args.command](args)
         handlers = {"run": cmd_run, "boards": cmd_boards, "lower": cmd_lower, "report": cmd_report,
                     "merge": cmd_merge, "compare": cmd_compare}
         return handlers[args.command](args)

@@ -8,11 +8,9 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from hil.board.adb import Execution
 from hil.cases.case import Case
-from hil.checkers import CheckResult, run_checker
+from hil.checkers import CheckResult, cosine_similarity, run_checker
 from hil.lower.artifact import Artifact, read_raw
 from hil.verdict import OutputComparison, Tolerance, Verdict, compare_output
 
@@ -67,24 +65,15 @@ def missing_delegation(case: Case, artifact: Artifact) -> list[str]:
 
 def output_tolerance(case: Case, artifact: Artifact, index: int) -> tuple[Tolerance, str]:
     """The tolerance of output `index` and the rule that gave its atol: for A8W8, the case's
-    atol plus `atol_scale_steps` steps of the output's quantization scale."""
+    atol plus `atol_scale_steps` quantization steps of the output (the largest scale of its
+    final dequantize and of the quantized inputs of the op producing it)."""
     base = case.tolerance
     scale = artifact.output_scale(index)
     if case.atol_scale_steps and scale is not None:
         atol = base.atol + case.atol_scale_steps * scale
-        rule = f"{base.atol:g} + {case.atol_scale_steps:g} x output scale {scale:.6g}"
+        rule = f"{base.atol:g} + {case.atol_scale_steps:g} x quantization step {scale:.6g}"
         return dataclasses.replace(base, atol=atol), rule
     return base, "case atol"
-
-
-def cosine_similarity(reference: np.ndarray, actual: np.ndarray) -> float:
-    """Cosine of the angle between the flattened outputs (1.0 when both are all zeros)."""
-    ref = np.nan_to_num(reference.astype(np.float64).ravel())
-    act = np.nan_to_num(actual.astype(np.float64).ravel())
-    norms = float(np.linalg.norm(ref) * np.linalg.norm(act))
-    if norms == 0.0:
-        return 1.0 if not ref.any() and not act.any() else 0.0
-    return float(np.dot(ref, act) / norms) if math.isfinite(norms) else math.nan
 
 
 def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:

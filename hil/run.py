@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 CHIPSETS = ("E9955", "E9965")
 """Exynos chipsets the ENN backend supports (`SamsungChipset`)."""
 
+RECOVERY_FAILED = "recovery failed"
+"""Why a board whose recovery ladder ran out was quarantined."""
+
+ATTEMPT_LOG_CHARS = 8192
+"""Tail of each log kept with an earlier attempt of a retried case."""
+
 QUARANTINE_AFTER = 2
 """Consecutive infrastructure errors after which a board is taken out of the run, even when
 the recovery ladder brought it back each time."""
@@ -195,7 +201,8 @@ class Run:
         self.keeper: Any = None
         """The ServerKeeper that restarts the run's adb server when it dies."""
         self.records: list[dict[str, Any]] = []
-        self._quarantined: set[str] = set()
+        self._quarantined: dict[str, str] = {}
+        """Quarantined board name -> why."""
         self.lowered_from_cache = 0
 
     # -- results ------------------------------------------------------------------------
@@ -212,12 +219,16 @@ class Run:
     # -- the run ------------------------------------------------------------------------
     def execute(self) -> list[dict[str, Any]]:
         """Run every case; returns the case records (also written to results.json)."""
+        if not self.options.cases:  # an empty shard: no adb server, no boards
+            self.writer.finish("complete")
+            return self.records
         with ExitStack() as stack:
             from hil.adbserver import AdbServer
             from hil.board.recovery import ServerKeeper
 
             adb = stack.enter_context(AdbServer())
             self.keeper = ServerKeeper(adb)
+            stack.callback(self.keeper.close)  # before the server stops, however the run ends
             threads = [
                 threading.Thread(
                     target=self._board_thread, args=(stack, adb, entry), name=f"board-{i}",
@@ -329,7 +340,7 @@ class Run:
         finally:
             with self._lock:
                 self._live_boards.discard(name)
-            if name not in self._quarantined:
+            if self._quarantined.get(name) != RECOVERY_FAILED:  # a dead board has nothing to clean
                 board.cleanup()
             if board.console is not None:
                 board.console.close()
@@ -354,9 +365,11 @@ class Run:
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
-            entry = dataclasses.replace(entry, adb=process.address, console=process.console)
+            entry = dataclasses.replace(
+                entry, adb=process.address, console=process.console, power=process
+            )
         address = entry.adb
-        device = connect(entry, adb, address, timeout_s=max(30.0, idle_s))
+        device = connect(entry, adb, address, timeout_s=idle_s)
         probe = AdbBoard(name, address, device, self.run_id, VIRTUAL_RUNNER,
                          self.options.timeout_s, idle_s)
         report = inspect_board(probe, entry, self.options.chipset, console=False)
@@ -435,17 +448,20 @@ class Run:
             consecutive_infra += 1
             if len(work.tried_on) <= self.options.retries:
                 work.history.append(
-                    {"board": board.name, "verdict": record["verdict"], "message": record["message"]}
+                    {"board": board.name, "verdict": record["verdict"], "message": record["message"],
+                     "logs": {name: text[-ATTEMPT_LOG_CHARS:] for name, text in record["logs"].items()}}
                 )
                 self._queue.put(work)
             else:
                 self._finish(record)
+            if self._stop.is_set():
+                return  # interrupted: no recovery, the run is ending
             recovery = self._recoveries[board.name]
             rung = recovery.recover(first_rung(error))
             self._note_recovery(board.name, recovery.history)
             if rung is Rung.QUARANTINED or consecutive_infra >= QUARANTINE_AFTER:
                 why = (f"{consecutive_infra} infrastructure errors in a row"
-                       if rung is not Rung.QUARANTINED else "recovery failed")
+                       if rung is not Rung.QUARANTINED else RECOVERY_FAILED)
                 log.error("%s: quarantined for the rest of the run (%s)", board.name, why)
                 self._note_recovery(board.name, recovery.history, quarantined=why)
                 return
@@ -462,7 +478,7 @@ class Run:
                     ]
                     if quarantined:
                         entry["quarantined"] = quarantined
-                        self._quarantined.add(name)
+                        self._quarantined[name] = quarantined
             self.writer.update_run(boards=self.meta["boards"])
 
     def _finish(self, record: dict[str, Any]) -> None:

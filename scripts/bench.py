@@ -39,13 +39,9 @@ from hil.virtual.link import LINKS
 UPSTREAM_WORKDIR = "/data/local/tmp/enn-executorch-test"
 
 
-def suite_cases(precision: str = "fp32") -> list[Case]:
-    """The ops suite when it exists, else smoke (a smaller benchmark)."""
-    try:
-        cases = load_suite("ops")
-    except Exception:  # noqa: BLE001 - the ops suite may not be there yet
-        cases = load_suite("smoke")
-    return [c for c in cases if c.precision == precision]
+def suite_cases(suite: str, precision: str = "fp32") -> list[Case]:
+    """The fp32 cases of `suite`."""
+    return [c for c in load_suite(suite) if c.precision == precision]
 
 
 def lower(cases: list[Case], cache: ArtifactCache, jobs: int) -> tuple[list[Artifact], int, float]:
@@ -150,6 +146,7 @@ def board_throughput(cases: list[Case], boards: int, link: str, work: Path, cach
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="ops", help="suite to measure (default: ops)")
     parser.add_argument("--link", default="usb2", choices=sorted(LINKS))
     parser.add_argument("--cases", type=int, default=10, help="op cases for (a) and (b)")
     parser.add_argument("--scaling-cases", type=int, default=40, help="cases for (c)")
@@ -159,7 +156,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="hil-bench-") as tmp:
         work = Path(tmp)
-        cases = suite_cases()
+        cases = suite_cases(args.suite)
         cache = ArtifactCache(work / "cache")
         _, cold_count, cold_s = lower(cases, cache, args.jobs)
         artifacts, warm_count, warm_s = lower(cases, cache, args.jobs)

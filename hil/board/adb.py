@@ -31,6 +31,7 @@ from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
+from hil.report.stats import latency_stats
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -333,7 +334,7 @@ class AdbBoard:
             except InfraError as exc:
                 logs["logcat"] = f"(no logcat: {exc})"
         if self.console is not None:
-            logs["console"] = self.console.excerpt(self._console_mark)
+            logs["uart"] = self.console.excerpt(self._console_mark)
         return logs
 
     def cleanup(self) -> None:
@@ -354,6 +355,5 @@ def _latency(stderr: str, statistics: bytes | None) -> dict[str, Any] | None:
             latency["first" if key == "1st" else key] = float(value)
     samples = [float(took) / int(count) for count, took, _avg in _TIMING.findall(stderr)]
     if samples:
-        latency["samples"] = samples
-        latency["avg"] = sum(samples) / len(samples)
+        latency.update(latency_stats(samples))
     return latency or None

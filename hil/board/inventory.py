@@ -170,6 +170,9 @@ def _power(where: _Where, raw: Any) -> PowerControl | None:
         return None
     if not isinstance(raw, dict):
         raise where.error("power", "expected a mapping: {on, off, cycle} commands or {relay, channel}")
+    # YAML 1.1 reads the keys `on` and `off` as booleans
+    raw = {({True: "on", False: "off"}.get(k, k) if isinstance(k, bool) else k): v
+           for k, v in raw.items()}
     if "relay" in raw:
         unknown = set(raw) - _RELAY_FIELDS
         if unknown:

@@ -82,11 +82,19 @@ class ServerKeeper:
         self.probe_s = probe_s
         self.restarts = 0
         self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """The run is ending: never restart the server again (it would outlive the run)."""
+        with self._lock:
+            self._closed = True
 
     def ensure_alive(self) -> None:
         """Return when the server answers, restarting it (same port) if it does not."""
         client: adbutils.AdbClient = self.server.client  # type: ignore[attr-defined]
         with self._lock:
+            if self._closed:
+                raise InfraError("the run is ending: the adb server is not restarted")
             try:
                 bounded(client.server_version, self.probe_s, "adb server version")
                 return

@@ -8,9 +8,10 @@ that must end inside a delegate on flow `enn` (recorded, not required, on host f
 
 Tolerances: fp32 is compared elementwise (atol/rtol 1e-4 unless a case says why not). A8W8
 is compared with the quantized model run eagerly on the host (the graph convert_pt2e
-produced): atol = 1e-3 + 2 steps of the output's quantization scale (read from the output's
-dequantize node), and SQNR >= 30 dB; an output the quantizer leaves in float (ops the ENN
-quantizer does not annotate, indices) falls back to the case's atol.
+produced): atol = 1e-3 + 2 quantization steps of the output (the scale of its final
+dequantize node, or of the producing op's quantized inputs when larger), and SQNR >= 30 dB;
+an output the quantizer leaves in float (ops the ENN quantizer does not annotate, indices)
+falls back to the case's atol.
 """
 
 from __future__ import annotations
@@ -48,9 +49,23 @@ OPS = ENN_OPS + EXTRA_OPS
 FP32_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-4)
 A8W8_TOLERANCE = Tolerance(atol=1e-3, rtol=0.0, min_sqnr_db=30.0)
 A8W8_SCALE_STEPS = 2.0
-"""A8W8 atol = A8W8_TOLERANCE.atol + A8W8_SCALE_STEPS x the output's quantization scale:
-the int8 kernels and the host's quantize/dequantize simulation round differently by up to a
+"""A8W8 atol = A8W8_TOLERANCE.atol + A8W8_SCALE_STEPS x the output's quantization step: the
+int8 kernels and the host's quantize/dequantize simulation round differently by up to a
 step, and a requantizing op can add one more."""
+
+
+def coverage_gaps(suite: Sequence[Case], ops: Sequence[str] = OPS) -> list[str]:
+    """`op: precision` for every op of `ops` that has no case at that precision (by the
+    case's `op:` tag), plus cases whose id does not start with their op."""
+    covered = {(tag.removeprefix("op:"), case.precision)
+               for case in suite for tag in case.tags if tag.startswith("op:")}
+    gaps = [f"{op}: no {precision} case" for op in ops for precision in PRECISIONS
+            if (op, precision) not in covered]
+    for case in suite:
+        op = next((t.removeprefix("op:") for t in case.tags if t.startswith("op:")), None)
+        if op is None or not (case.id == op or case.id.startswith(op + "_")):
+            gaps.append(f"{case.key}: id does not start with its op ({op})")
+    return gaps
 
 
 # -- modules ------------------------------------------------------------------------------

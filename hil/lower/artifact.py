@@ -55,8 +55,9 @@ class Artifact:
     """Seconds spent per stage: `build`, `inputs`, `calibration`, `quantize`, `export`,
     `reference`, `lower`."""
     output_scales: tuple[float | None, ...] = ()
-    """A8W8: per output, the scale of its final dequantize after convert_pt2e (None: not
-    quantized); empty for fp32."""
+    """A8W8: per output, its quantization step after convert_pt2e (the larger scale of its
+    final dequantize and of the producing op's quantized inputs; None: not quantized); empty
+    for fp32."""
     fp32_reference: bool = False
     """`fp32_reference_<i>.bin` hold the fp32 model's outputs (A8W8 with a checker)."""
     targets: bool = False
@@ -87,7 +88,7 @@ class Artifact:
         return np.load(self.folder / TARGETS_FILE, allow_pickle=False) if self.targets else None
 
     def output_scale(self, index: int) -> float | None:
-        """The quantization scale of output `index`, when it is quantized."""
+        """The quantization step of output `index`, when it is quantized."""
         return self.output_scales[index] if index < len(self.output_scales) else None
 
     def record_fields(self) -> dict[str, Any]:

@@ -26,8 +26,13 @@ scale of the dequantize before them."""
 
 
 def quantize_a8w8(module: torch.nn.Module, example: tuple[torch.Tensor, ...],
-                  calibration: Sequence[tuple[torch.Tensor, ...]]) -> torch.fx.GraphModule:
-    """Post-training A8W8 quantization with the ENN quantizer, calibrated on `calibration`."""
+                  calibration: Sequence[tuple[torch.Tensor, ...]],
+                  fold_quantize: bool = True) -> torch.fx.GraphModule:
+    """Post-training A8W8 quantization with the ENN quantizer, calibrated on `calibration`.
+
+    `fold_quantize=True` for host flows: ExecuTorch's host kernels abort on unfolded
+    per-channel weight quantize ops. Flow `enn` keeps them (`False`), as upstream's ENN export
+    does: the ENN backend consumes the weight quantize nodes itself."""
     from executorch.backends.samsung.quantizer.quantizer import EnnQuantizer, Precision
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -38,8 +43,7 @@ def quantize_a8w8(module: torch.nn.Module, example: tuple[torch.Tensor, ...],
     with torch.no_grad():
         for sample in calibration:
             prepared(*sample)
-    # fold_quantize=True: the host kernels abort on unfolded per-channel weight quantize ops.
-    return convert_pt2e(prepared, fold_quantize=True)
+    return convert_pt2e(prepared, fold_quantize=fold_quantize)
 
 
 def _target_name(node: torch.fx.Node) -> str:
@@ -48,19 +52,35 @@ def _target_name(node: torch.fx.Node) -> str:
     return name.split("::")[-1].split(".")[0]
 
 
-def _scale_of(node: Any, graph_module: torch.fx.GraphModule) -> float | None:
-    """The quantization scale of the value `node` produces, when it comes straight from a
-    per-tensor dequantize (through shape-only ops)."""
+def _per_tensor_scale(node: torch.fx.Node, graph_module: torch.fx.GraphModule) -> float | None:
+    scale = node.args[1] if len(node.args) > 1 else None
+    if isinstance(scale, torch.fx.Node) and scale.op == "get_attr":
+        scale = getattr(graph_module, str(scale.target))
+    if isinstance(scale, torch.Tensor):
+        return float(scale.reshape(-1)[0])
+    return float(scale) if isinstance(scale, (int, float)) else None
+
+
+def _step_of(node: Any, graph_module: torch.fx.GraphModule) -> float | None:
+    """The quantization step behind the value `node` produces: the scale of the per-tensor
+    dequantize it comes from (through shape-only ops), or the larger scale of the per-tensor
+    dequantized inputs of the op that produced the quantized value (a requantizing op carries
+    its inputs' rounding into its output). None when the value is not quantized."""
     seen = 0
     while isinstance(node, torch.fx.Node) and node.op == "call_function" and seen < 16:
         name = _target_name(node)
         if name == "dequantize_per_tensor":
-            scale = node.args[1]
-            if isinstance(scale, torch.fx.Node) and scale.op == "get_attr":
-                scale = getattr(graph_module, str(scale.target))
-            if isinstance(scale, torch.Tensor):
-                return float(scale.reshape(-1)[0])
-            return float(scale) if isinstance(scale, (int, float)) else None
+            steps = [_per_tensor_scale(node, graph_module)]
+            quantize = node.args[0]
+            producer = quantize.args[0] if isinstance(quantize, torch.fx.Node) and quantize.args else None
+            if isinstance(producer, torch.fx.Node):
+                steps += [
+                    _per_tensor_scale(arg, graph_module)
+                    for arg in producer.all_input_nodes
+                    if arg.op == "call_function" and _target_name(arg) == "dequantize_per_tensor"
+                ]
+            known = [s for s in steps if s is not None]
+            return max(known) if known else None
         if name == "dequantize_per_channel" or not name.startswith(_PASS_THROUGH):
             return None
         node = node.args[0] if node.args else None
@@ -69,8 +89,9 @@ def _scale_of(node: Any, graph_module: torch.fx.GraphModule) -> float | None:
 
 
 def output_scales(graph_module: torch.fx.GraphModule) -> tuple[float | None, ...]:
-    """Per flat output of a converted graph, the scale of its final dequantize (None for an
-    output that is not quantized, e.g. indices or an op the quantizer leaves in float)."""
+    """Per flat output of a converted graph, the quantization step that bounds its rounding
+    (see `_step_of`); None for an output that is not quantized (indices, an op the quantizer
+    leaves in float)."""
     output = next(n for n in graph_module.graph.nodes if n.op == "output")
     flat = torch.utils._pytree.tree_leaves(output.args[0])
-    return tuple(_scale_of(node, graph_module) for node in flat)
+    return tuple(_step_of(node, graph_module) for node in flat)

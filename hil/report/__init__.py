@@ -1,2 +1,4 @@
-"""Reporting: the canonical `results.json` (`results`) and its renderings — JUnit XML
-(`junit`) and the console table (`console`). See docs/results-json.md for the schema."""
+"""Reporting: the canonical `results.json` (`results`, schema in docs/results-json.md) and its
+renderings — JUnit XML (`junit`), the console table (`console`), progress lines (`progress`),
+GitHub workflow commands (`github`) and the step summary (`summary`) — plus `merge` of shards,
+`compare` of runs with its trend `plot`, and the latency statistics (`stats`)."""

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from hil.report.results import clean_text, describe_board, one_line
+from hil.report.results import clean_text, describe_board, one_line, worst_abs_error
 from hil.verdict import Verdict
 
 CI_WIDTH = 160
@@ -52,11 +52,6 @@ def _number(value: Any, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "-"
 
 
-def _max_abs(case: dict[str, Any]) -> float | None:
-    errors = [o["max_abs"] for o in case.get("outputs") or [] if o.get("max_abs") is not None]
-    return max(errors, default=None)
-
-
 def format_totals(results: dict[str, Any]) -> str:
     """`N passed, N failed, N errors, N skipped` over the document's cases."""
     verdicts = [Verdict(case["verdict"]) for case in results.get("cases") or []]
@@ -77,9 +72,7 @@ def render_table(results: dict[str, Any], console: Console | None = None) -> Non
     flow = f"flow {run.get('flow')}"
     if run.get("flow_reason"):
         flow += f" ({run['flow_reason']})"
-    console.print(
-        Text(f"run {run.get('id')} [{run.get('status')}]: {flow}, chipset {run.get('chipset')}")
-    )
+    console.print(Text(f"run {run.get('id')} [{run.get('status')}]: {flow}, chipset {run.get('chipset')}"))
     boards = [board["name"] for board in run.get("boards") or []] or [None]
     for name in boards:
         console.print(Text(f"board: {describe_board(run, name)}"))
@@ -99,7 +92,7 @@ def render_table(results: dict[str, Any], console: Console | None = None) -> Non
             Text(case["id"]),
             Text(case.get("board") or "-"),
             Text(verdict.value, style=_verdict_style(verdict)),
-            _number(_max_abs(case), ".3g"),
+            _number(worst_abs_error(case), ".3g"),
             _number((case.get("latency_ms") or {}).get("avg"), ".3f"),
             Text(one_line(clean_text(str(case.get("message") or "")))),
         )

@@ -251,9 +251,7 @@ def load_results(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UsageError(f"{path}: not a results document (the top level is not an object)")
     if document.get("schema") != SCHEMA:
-        raise UsageError(
-            f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}"
-        )
+        raise UsageError(f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}")
     version = document.get("version")
     if isinstance(version, bool) or version != VERSION:
         raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {VERSION}")
@@ -271,7 +269,6 @@ def load_results(path: Path) -> dict[str, Any]:
                 raise UsageError(f"{path}: field 'cases[{index}].{field}' is missing")
         if case.get("verdict") not in verdicts:
             raise UsageError(
-                f"{path}: field 'cases[{index}].verdict' is {case.get('verdict')!r},"
-                " not a finished verdict"
+                f"{path}: field 'cases[{index}].verdict' is {case.get('verdict')!r}, not a finished verdict"
             )
     return document

@@ -260,7 +260,7 @@ def _reproduce(run: dict[str, Any]) -> list[str]:
         one_line(clean_text(shlex.join(str(part) for part in command))),
         "```",
         "",
-        "`hil replicate` prints the docker command that reruns it in the CI container.",
+        "`hil replicate --print` prints the docker command that reruns it in the CI container.",
         "",
     ]
     return lines

@@ -42,12 +42,29 @@ class VirtualBoardProcess:
         self.console = console
 
     def control(self, line: str) -> None:
-        """Send one request to the board's control FIFO (`fault SPEC`, `power cycle`...)."""
-        fd = os.open(self.root / "run" / "control", os.O_WRONLY | os.O_NONBLOCK)
+        """Send one request to the board's control FIFO (`fault SPEC`, `power cycle`...).
+        InfraError when the board is not running."""
+        try:
+            fd = os.open(self.root / "run" / "control", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise InfraError(f"virtual board {self.address}: control: {exc}") from exc
         try:
             os.write(fd, line.encode() + b"\n")
         finally:
             os.close(fd)
+
+    # The board's power switch (hil.board.power.PowerControl).
+    def on(self) -> None:
+        """Power on."""
+        self.control("power on")
+
+    def off(self) -> None:
+        """Power off: the board drops off adb and its UART goes quiet."""
+        self.control("power off")
+
+    def cycle(self) -> None:
+        """Power off, then on."""
+        self.control("power cycle")
 
     @property
     def pid(self) -> int:

@@ -26,6 +26,7 @@ import signal
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Protocol
 
 from hil.errors import UsageError
@@ -627,9 +628,28 @@ class VirtualBoard:
                 task.cancel()
             await asyncio.gather(*pumps, feeder, return_exceptions=True)
             if not finished:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                kill_tree(proc.pid)
                 await proc.wait()
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a command and every process below it: a dropped shell takes its children
+    with it, including those in process groups of their own (`timeout` makes one)."""
+    found, pending = [], [pid]
+    while pending:
+        parent = pending.pop()
+        for listing in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                children = [int(child) for child in listing.read_text().split()]
+            except OSError:
+                continue
+            found += children
+            pending += children
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for child in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 async def _pump_out(stream: Stream, reader: asyncio.StreamReader, packet_id: int | None) -> None:

@@ -1,5 +1,7 @@
 """User manifests: a user's own module runs; malformed ones fail on one line naming the field."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,77 @@ def test_missing_manifest_is_a_usage_error(tmp_path):
 def test_precision_all_gives_one_case_per_precision(tmp_path):
     cases = load_manifest(_write(tmp_path, GOOD + "    precision: all\n"))
     assert [c.precision for c in cases] == ["fp32", "a8w8"]
+
+
+def test_manifest_with_dataset_checker_and_input_functions():
+    cases = load_manifest(FIXTURES / "checked.yaml")
+    assert [c.key for c in cases] == [
+        "checked.fp32.tiny_classifier", "checked.a8w8.tiny_classifier",
+        "checked.fp32.add_user_inputs", "checked.a8w8.add_user_inputs",
+    ]
+    classifier, _, add, _ = cases
+    assert classifier.inputs == () and classifier.dataset.count == 16
+    assert classifier.checker.name == "classifier" and classifier.checker.params["topk"] == {1: 0.5, 3: 0.8}
+    assert classifier.atol_scale_steps == 2.0 and classifier.tolerance.atol == 1e-3
+    batch = classifier.dataset.batch(0, classifier.seed)
+    assert tuple(batch.inputs[0].shape) == (16, 3, 32, 32) and batch.targets.shape == (16,)
+    x, y = add.input_fn(add.seed)
+    assert x.shape == (1, 4, 4) and float(y.sum()) == 16.0
+    assert len(add.calibration()) == 4
+
+
+def test_image_folder_dataset_reads_class_folders(tmp_path):
+    from PIL import Image
+
+    for label, colour in (("cat", (255, 0, 0)), ("dog", (0, 0, 255))):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for i in range(2):
+            Image.new("RGB", (40, 30), colour).save(tmp_path / "images" / label / f"{i}.png")
+    path = _write(tmp_path, GOOD.replace("inputs: [{shape: [1, 8]}]",
+                                         "dataset: {kind: image_folder, root: images, size: 16, resize: 20, count: 3}"))
+    (case,) = load_manifest(path)
+    batch = case.dataset.batch(1, 0)  # images 3, 4, 5 of 4: wraps around
+    assert tuple(batch.inputs[0].shape) == (3, 3, 16, 16)
+    assert batch.targets.tolist() == [1, 0, 0]
+    red = batch.inputs[0][1, 0].mean()  # a cat: red channel high after normalisation
+    assert red > 2.0 and batch.inputs[0][0, 2].mean() > 2.0
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("    dataset: {kind: imagenet}\n", "dataset: unknown dataset kind 'imagenet'"),
+        ("    dataset: {kind: generated_images, count: many}\n", "dataset: count: expected a positive integer"),
+        ("    dataset: {kind: image_folder, root: nowhere}\n", "dataset: not a folder"),
+        ("    dataset: {kind: image_folder}\n", "dataset: root: required"),
+        ("    dataset: generated_images\n", "dataset: expected a mapping with a 'kind'"),
+        ("    checker: accuracy\n", "checker: unknown checker 'accuracy'"),
+        ("    checker: {name: classifier, topk: 3}\n", "checker: topk: expected a mapping"),
+        ("    checker: {topk: {1: 0.9}}\n", "checker: expected a checker name"),
+        ("    calibration: 'user_models:nothing'\n", "calibration: 'user_models' has no callable 'nothing'"),
+        ("    require_delegation: sometimes\n", "require_delegation: expected true or false"),
+        ("    tolerance: {scale_steps: -1}\n", "tolerance.scale_steps: expected a non-negative number"),
+    ],
+)
+def test_malformed_new_fields_name_the_field(tmp_path, extra, expected):
+    path = _write(tmp_path, GOOD + extra)
+    with pytest.raises(UsageError, match=expected) as info:
+        load_manifest(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unimportable_input_function_is_a_usage_error(tmp_path):
+    path = _write(tmp_path, GOOD.replace("inputs: [{shape: [1, 8]}]", "inputs: 'missing_mod:fn'"))
+    with pytest.raises(UsageError, match=r"cases\[0\] \(a\): inputs: cannot import 'missing_mod'"):
+        load_manifest(path)
+
+
+def test_malformed_manifest_exits_3_with_one_line(tmp_path):
+    """Through the command (the loader tests above cover each field)."""
+    path = _write(tmp_path, GOOD.replace("{shape: [1, 8]}", "{shape: [1, 8], dtype: complex64}"))
+    done = subprocess.run([sys.executable, "-m", "hil", "lower", "--suite", str(path), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 3 and len(lines) == 1, done.stderr
+    assert lines[0] == (f"hil: error: {path}: cases[0] (a): inputs[0].dtype: unknown dtype "
+                        "'complex64' (one of float32, float16, int64, int32, int8, uint8, bool)")

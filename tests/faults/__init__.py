@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +54,15 @@ def board_entry(name: str, board: VirtualBoardProcess, console: Path | None = No
     return entry
 
 
-def run_in_process(inventory: Path, out: Path, **options: Any) -> tuple[Run, dict[str, Any]]:
+def run_in_process(
+    inventory: Path,
+    out: Path,
+    on_record: Callable[[Run, dict[str, Any]], None] | None = None,
+    **options: Any,
+) -> tuple[Run, dict[str, Any]]:
     """`hil run --inventory INVENTORY --suite tiny.yaml --flow portable` in this process
-    (torch stays imported, artifacts come from the session's cache)."""
+    (torch stays imported, artifacts come from the session's cache); `on_record(run,
+    record)` is called after each finished case."""
     cases = tuple(load_suite(str(TINY)))
     settings: dict[str, Any] = {
         "timeout_s": 4.0, "idle_timeout_s": 3.0, "boot_timeout_s": 20.0, "retries": 1,
@@ -66,7 +74,7 @@ def run_in_process(inventory: Path, out: Path, **options: Any) -> tuple[Run, dic
         cache_dir=default_cache_dir(), jobs=1, inventory=tuple(load_inventory(inventory)),
         **settings,
     )
-    the_run = Run(run_options)
+    the_run = Run(run_options, on_record=(lambda r: on_record(the_run, r)) if on_record else None)
     the_run.execute()
     return the_run, json.loads((out / "results.json").read_text())
 
@@ -96,3 +104,12 @@ def tiny_keys() -> list[str]:
 def environment() -> dict[str, str]:
     """The environment for a `hil` child process (same artifact cache as this session)."""
     return dict(os.environ, HIL_CACHE_DIR=str(default_cache_dir()))
+
+
+def wait_until_warm(board: VirtualBoardProcess, timeout: float = 300.0) -> None:
+    """Wait until the board's warm executor has imported ExecuTorch (a runner exec waits for
+    that, and a test with a short deadline must not)."""
+    deadline = time.monotonic() + timeout
+    while "virtual executor warm in" not in board.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"{board.address}: executor not warm in {timeout} s"
+        time.sleep(0.2)

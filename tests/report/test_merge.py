@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -108,7 +109,7 @@ def test_a_broken_input_exits_3_naming_it(tmp_path: Path, capsys: pytest.Capture
     assert f"{bad}: field 'run' is missing" in capsys.readouterr().err
 
 
-def _hil_run(out: Path, *args: str) -> subprocess.CompletedProcess:
+def _hil_run(out: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             sys.executable,
@@ -128,19 +129,26 @@ def _hil_run(out: Path, *args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=900,
         check=False,
+        env=env,
     )
 
 
 @pytest.mark.slow
 def test_three_real_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
-    """Four real `hil run`s on virtual boards at once (shards 1/3, 2/3, 3/3 and the whole),
-    then `hil merge` of the shards; ~1 min on 2 cores."""
+    """Four real `hil run`s on virtual boards at once (shards 1/3, 2/3, 3/3 and the whole, the
+    latter as in GitHub Actions), then `hil merge` of the shards; ~1 min on 2 cores."""
+    summary = tmp_path / "step_summary.md"
+    github = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
     runs = {"whole": (), **{f"shard{i}": ("--shard", f"{i}/3") for i in (1, 2, 3)}}
     with ThreadPoolExecutor(len(runs)) as pool:
-        futures = {name: pool.submit(_hil_run, tmp_path / name, *args) for name, args in runs.items()}
+        futures = {
+            name: pool.submit(_hil_run, tmp_path / name, *args, env=github if name == "whole" else None)
+            for name, args in runs.items()
+        }
         done = {name: future.result() for name, future in futures.items()}
     expected = {"whole": 1, "shard1": 1, "shard2": 0, "shard3": 0}  # export_differs is in shard 1
     for name, result in done.items():
+        assert "Traceback" not in result.stderr, f"{name} crashed: {result.stderr}"
         assert result.returncode == expected[name], f"{name}: {result.stdout}{result.stderr}"
     shards = [tmp_path / f"shard{i}" / "results.json" for i in (1, 2, 3)]
     assert all(load_results(p)["cases"] for p in shards)  # the fixture fills every shard
@@ -154,6 +162,10 @@ def test_three_real_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
     assert verdicts(merged) == whole
     assert len(whole) == 6 and whole["shards.fp32.export_differs"] == "FAIL_MISMATCH"
     assert load_results(merged)["run"]["shard"] == "1/1"
+    log = done["whole"].stdout
+    assert "[6/6] " in log and "::group::shards.fp32: 5 PASS, 1 FAIL_MISMATCH" in log
+    assert log.count("::error ") == 1 and "title=FAIL_MISMATCH shards.fp32.export_differs" in log
+    assert "## exynos-hil: failed" in summary.read_text()
     assert sorted(tc.name for suite in JUnitXml.fromfile(str(junit)) for tc in suite) == sorted(
         key.rsplit(".", 1)[1] for key in whole
     )

@@ -39,7 +39,7 @@ def test_summary_has_totals_suites_failures_slowest_latency_and_the_command() ->
     assert "### Slowest cases (top 6)" in text
     assert text.rstrip().endswith(
         "```sh\ngit checkout 0123abcd\nhil run --suite smoke\n```\n\n"
-        "`hil replicate` prints the docker command that reruns it in the CI container."
+        "`hil replicate --print` prints the docker command that reruns it in the CI container."
     )
 
 

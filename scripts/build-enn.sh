@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Build ExecuTorch's Samsung (ENN) backend pieces against LITECORE with ExecuTorch's own
+# backends/samsung/build.sh:
+#   x86_64   the AOT wrapper (PyEnnWrapperAdaptor, PyGraphWrapperAdaptor) -> OUT/python/,
+#            checked by importing it with the SDK's libraries
+#   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
+#            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF
+#
+# usage: build-enn.sh --sdk DIR --build x86_64|android|all --out DIR
+#                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1]
+#                     [--ndk DIR | --ndk-url URL [--ndk-sha1 HEX]] [--python PY]
+#   --sdk     LITECORE root (verified with install-litecore.sh --verify)
+#   --work    the ExecuTorch checkout to build in (kept between calls; default ./executorch)
+#   --src     copy this checkout (with submodules) into --work instead of cloning
+#   --git/--ref  clone REF of URL with submodules when --work has no checkout
+#                (default https://github.com/pytorch/executorch.git v1.5.1)
+#   --python  the Python with torch and executorch 1.5.1 (default: python3 on PATH)
+# Prints OUT on its last line. Exit codes: 0 built · 3 bad usage or input · other: the
+# build's own failure (its output is shown).
+#
+# Not runnable on hil's development machines (no SDK, no GitHub, no NDK download): only its
+# argument and input checks are tested there.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+sdk= build= out= src= ndk= ndk_url= ndk_sha1=
+work=$PWD/executorch
+git_url=https://github.com/pytorch/executorch.git
+ref=v1.5.1
+python=python3
+
+die() { echo "build-enn: $*" >&2; exit 3; }
+note() { echo "build-enn: $*" >&2; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sdk|--build|--out|--work|--src|--git|--ref|--ndk|--ndk-url|--ndk-sha1|--python)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        --sdk) sdk=$2 ;; --build) build=$2 ;; --out) out=$2 ;; --work) work=$2 ;;
+        --src) src=$2 ;; --git) git_url=$2 ;; --ref) ref=$2 ;; --ndk) ndk=$2 ;;
+        --ndk-url) ndk_url=$2 ;; --ndk-sha1) ndk_sha1=$2 ;; --python) python=$2 ;;
+      esac
+      shift 2 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) die "unknown argument: $1 (see --help)" ;;
+  esac
+done
+
+case "$build" in
+  x86_64|android|all) ;;
+  "") die "--build is required (x86_64, android or all)" ;;
+  *) die "--build: unknown target '$build' (x86_64, android or all)" ;;
+esac
+[ -n "$sdk" ] || die "--sdk is required (the LITECORE root)"
+[ -n "$out" ] || die "--out is required"
+installer=$here/install-litecore.sh
+[ -x "$installer" ] || installer=$(command -v install-litecore.sh) || die "install-litecore.sh not found"
+sdk=$("$installer" --verify "$sdk" | tail -n 1) || exit 3
+command -v "$python" >/dev/null 2>&1 || die "--python: $python not found"
+"$python" -c "import executorch, torch" 2>/dev/null \
+  || die "--python $python cannot import executorch and torch (install hil's Python stack first)"
+
+# -- the checkout ---------------------------------------------------------------------------
+if [ ! -f "$work/backends/samsung/build.sh" ]; then
+  if [ -n "$src" ] && [ -f "$src/backends/samsung/build.sh" ]; then
+    note "copying the ExecuTorch checkout from $src"
+    mkdir -p "$work"
+    cp -a "$src/." "$work/"
+  elif [ -n "$src" ] && [ -n "$(ls -A "$src" 2>/dev/null)" ]; then
+    die "--src $src is not an ExecuTorch checkout (no backends/samsung/build.sh)"
+  else
+    command -v git >/dev/null 2>&1 || die "git is needed to clone ExecuTorch (or give --src)"
+    note "cloning ExecuTorch $ref"
+    git clone --quiet --depth 1 --branch "$ref" "$git_url" "$work" \
+      || die "cannot clone $git_url at $ref (offline? give --src with a checkout)"
+    git -C "$work" submodule update --quiet --init --recursive --depth 1 \
+      || git -C "$work" submodule update --quiet --init --recursive \
+      || die "cannot fetch ExecuTorch's submodules"
+  fi
+fi
+if [ -f "$work/version.txt" ]; then
+  case "$(cat "$work/version.txt")" in
+    "${ref#v}"*) ;;
+    *) note "warning: $work is ExecuTorch $(cat "$work/version.txt"), not ${ref#v}" ;;
+  esac
+fi
+
+export EXYNOS_AI_LITECORE_ROOT=$sdk
+export LD_LIBRARY_PATH=$sdk/lib/x86_64-linux${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# build.sh's cmake finds Python (torch, executorch, pybind11 headers) on PATH.
+PATH=$(dirname "$(command -v "$python")"):$PATH
+export PATH
+mkdir -p "$out"
+
+# -- x86_64: the AOT wrapper ------------------------------------------------------------------
+if [ "$build" = x86_64 ] || [ "$build" = all ]; then
+  note "building the AOT wrapper (x86_64)"
+  (cd "$work" && bash backends/samsung/build.sh --sdk "$sdk" --build x86_64)
+  mkdir -p "$out/python"
+  shopt -s nullglob
+  built=("$work"/backends/samsung/python/Py*.so)
+  shopt -u nullglob
+  [ ${#built[@]} -gt 0 ] || die "the x86_64 build produced no backends/samsung/python/Py*.so"
+  cp -f "${built[@]}" "$out/python/"
+  (cd "$out/python" && "$python" -c "import PyEnnWrapperAdaptor, PyGraphWrapperAdaptor") \
+    || die "the built wrapper does not import (check LD_LIBRARY_PATH=$sdk/lib/x86_64-linux)"
+fi
+
+# -- android: the runner ----------------------------------------------------------------------
+if [ "$build" = android ] || [ "$build" = all ]; then
+  if [ -z "$ndk" ]; then
+    [ -n "$ndk_url" ] || die "--build android needs --ndk DIR or --ndk-url URL (NDK r28c)"
+    command -v curl >/dev/null 2>&1 && command -v unzip >/dev/null 2>&1 \
+      || die "curl and unzip are needed to fetch the NDK"
+    note "downloading ${ndk_url##*/}"
+    mkdir -p "$work/.ndk"
+    curl --fail --silent --show-error --location --retry 3 -o "$work/.ndk/ndk.zip" "$ndk_url" \
+      || die "cannot download the NDK from $ndk_url"
+    if [ -n "$ndk_sha1" ]; then
+      actual=$(sha1sum "$work/.ndk/ndk.zip" | cut -d' ' -f1)
+      [ "$actual" = "$ndk_sha1" ] || die "NDK checksum mismatch: sha1 $actual, expected $ndk_sha1"
+    fi
+    unzip -q -o "$work/.ndk/ndk.zip" -d "$work/.ndk"
+    rm -f "$work/.ndk/ndk.zip"
+    ndk=$(find "$work/.ndk" -mindepth 1 -maxdepth 1 -type d -name 'android-ndk-*' | head -n 1)
+  fi
+  [ -f "$ndk/build/cmake/android.toolchain.cmake" ] || die "--ndk $ndk is not an Android NDK"
+  note "building enn_executor_runner (android arm64-v8a)"
+  (cd "$work" && ANDROID_NDK=$ndk bash backends/samsung/build.sh --sdk "$sdk" --ndk "$ndk" --build android)
+  runner=$work/build_samsung_android/backends/samsung/enn_executor_runner
+  [ -f "$runner" ] || die "the android build produced no $runner"
+  magic=$(od -An -tx1 -N20 "$runner" | tr -d ' \n')
+  [ "${magic:0:8}" = 7f454c46 ] && [ "${magic:36:4}" = b700 ] \
+    || die "$runner is not an aarch64 ELF executable"
+  mkdir -p "$out/runner"
+  cp -f "$runner" "$out/runner/enn_executor_runner"
+  chmod 0755 "$out/runner/enn_executor_runner"
+fi
+
+cd "$out" && pwd

@@ -1,0 +1,71 @@
+"""The recovery ladder's transitions, and the watchdog's guards (real threads, real waits)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from hil.board.console import ConsoleCrash
+from hil.board.recovery import Rung, first_rung, transition
+from hil.board.watchdog import BoardSilent, bounded, supervise
+from hil.errors import InfraError
+
+
+@pytest.mark.parametrize(("rung", "recovered", "power", "after"), [
+    (Rung.HEALTHY, False, True, Rung.RECONNECT),
+    (Rung.RECONNECT, True, True, Rung.HEALTHY),
+    (Rung.RECONNECT, False, True, Rung.REBOOT),
+    (Rung.REBOOT, True, False, Rung.HEALTHY),
+    (Rung.REBOOT, False, True, Rung.POWER_CYCLE),
+    (Rung.REBOOT, False, False, Rung.QUARANTINED),
+    (Rung.POWER_CYCLE, True, True, Rung.HEALTHY),
+    (Rung.POWER_CYCLE, False, True, Rung.QUARANTINED),
+])
+def test_the_ladder_climbs_one_rung_per_failure(rung, recovered, power, after) -> None:
+    assert transition(rung, recovered, power) is after
+
+
+def test_a_quarantined_board_has_no_next_rung() -> None:
+    with pytest.raises(ValueError, match="quarantined"):
+        transition(Rung.QUARANTINED, True, True)
+
+
+def test_a_console_crash_starts_at_reboot() -> None:
+    assert first_rung(ConsoleCrash("b", "Kernel panic")) is Rung.REBOOT
+    assert first_rung(InfraError("b: push failed")) is Rung.RECONNECT
+
+
+def test_bounded_returns_raises_or_gives_up() -> None:
+    assert bounded(lambda: 42, 5, "answer") == 42
+    with pytest.raises(InfraError, match="boom"):
+        bounded(lambda: (_ for _ in ()).throw(InfraError("boom")), 5, "raise")
+    never = threading.Event()
+    with pytest.raises(BoardSilent, match="stuck: no answer within 0.2 s"):
+        bounded(never.wait, 0.2, "stuck")
+
+
+def test_supervise_kills_at_the_deadline_of_a_responsive_board() -> None:
+    killed = threading.Event()
+    outcome = supervise(lambda: killed.wait(30) and "ended", lambda: None, idle_s=5,
+                        deadline_s=0.3, on_deadline=killed.set, what="runner")
+    assert outcome.deadline_hit and outcome.value == "ended"
+    quick = supervise(lambda: "done", lambda: None, 5, 30, killed.set, "runner")
+    assert not quick.deadline_hit and quick.value == "done"
+
+
+@pytest.mark.parametrize("probe", ["raises", "blocks"])
+def test_supervise_declares_a_silent_board_frozen_before_the_deadline(probe: str) -> None:
+    never = threading.Event()
+
+    def alive() -> None:
+        if probe == "raises":
+            raise InfraError("device offline")
+        never.wait(30)
+
+    def on_deadline() -> None:
+        raise AssertionError("the deadline is not what must catch a frozen board")
+
+    with pytest.raises(BoardSilent, match="did not answer for 1.5 s"):
+        supervise(lambda: never.wait(30), alive, idle_s=1.5, deadline_s=30,
+                  on_deadline=on_deadline, what="runner")

@@ -1,0 +1,86 @@
+"""The models suite: the upstream model list at both precisions, its init procedures, and
+`--pretrained` failing on one line where weights cannot be had."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from hil.cases import load_suite
+from hil.cases.models import fetch_weights, recalibrate_batchnorm, unit_variance_init
+from hil.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+MODELS = ("mobilenet_v2", "mobilenet_v3", "resnet18", "resnet50", "inception_v3", "vit",
+          "deeplab_v3", "edsr", "wav2letter", "mobilebert")
+
+
+def test_every_upstream_model_at_both_precisions():
+    cases = load_suite("models")
+    assert sorted(c.key for c in cases) == sorted(
+        f"models.{p}.{m}" for m in MODELS for p in ("fp32", "a8w8")
+    )
+    checkers = {c.id: c.checker.name if c.checker else None for c in cases}
+    assert checkers["mobilenet_v2"] == "classifier" and checkers["deeplab_v3"] == "segmentation"
+    assert checkers["edsr"] == "super_resolution" and checkers["wav2letter"] == "asr"
+    assert all("random-init" in c.tags and c.dataset is not None for c in cases)
+    reduced = {c.id for c in cases if any(t.startswith("reduced:") for t in c.tags)}
+    assert reduced == {"resnet50", "inception_v3", "vit", "deeplab_v3", "edsr", "mobilebert"}
+    lines = (REPO / "hil/cases/models/__init__.py").read_text().splitlines()
+    assert all(f'"{c.id}"' in lines[c.line - 1] for c in cases)
+
+
+def test_batchnorm_statistics_come_from_the_batch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4))
+    batch = torch.randn(8, 3, 10, 10) * 3 + 1
+    recalibrate_batchnorm(model, (batch,))
+    with torch.no_grad():
+        features = model[0](batch)
+    assert not model.training
+    torch.testing.assert_close(model[1].running_mean, features.mean(dim=(0, 2, 3)))
+    torch.testing.assert_close(model[1].running_var, features.var(dim=(0, 2, 3)), rtol=1e-2, atol=1e-4)
+
+
+def test_unit_variance_init_scales_every_layer():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv1d(1, 8, 5), nn.ReLU(), nn.Conv1d(8, 8, 3), nn.ReLU(), nn.Conv1d(8, 4, 1))
+    batch = torch.randn(4, 1, 200) * 0.01
+    unit_variance_init(model, (batch,))
+    with torch.no_grad():
+        x = batch
+        for layer in model:
+            x = layer(x)
+            if isinstance(layer, nn.Conv1d):
+                assert float(x.std()) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_pretrained_without_published_weights_is_one_line_exit_3(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hil", "lower", "--suite", "models", "--filter", "wav2letter",
+         "--pretrained", "--out", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 3 and len(lines) == 1, done.stderr
+    assert lines[0] == ("hil: error: --pretrained: wav2letter: no published weights for this model "
+                        "in hil (a compact re-implementation); run it without --pretrained")
+
+
+def test_pretrained_weights_found_in_the_hub_cache_are_not_downloaded(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    checkpoints = tmp_path / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+
+    def no_network(*args, **kwargs):
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", no_network)
+    with pytest.raises(UsageError, match=r"--pretrained: resnet18: cannot download the published "
+                       r"weights ResNet18_Weights.DEFAULT \(https://\S+\): OSError: no network"):
+        fetch_weights("resnet18", "ResNet18_Weights.DEFAULT")
+    (checkpoints / "resnet18-f37072fd.pth").write_bytes(b"")  # present: nothing to fetch
+    fetch_weights("resnet18", "ResNet18_Weights.DEFAULT")

@@ -1,0 +1,224 @@
+"""The fault-injection matrix: every fault of the virtual board, injected at run time into a
+whole run (real adb server, adbutils, ExecuTorch runtime), classified, recovered from where
+possible, and no result lost. The table is printed at the end of the pytest session.
+
+Board A takes the faults; it has a console (pty) and a power switch (its control FIFO, as an
+inventory power command). Board B is healthy; in two-board rows it is slowed down (a `slow`
+fault) so that A is sure to get work first."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hil.adbserver import AdbServer
+from hil.errors import InfraError
+from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+
+from . import (
+    board_entry,
+    chain,
+    lost_results,
+    run_in_process,
+    tiny_keys,
+    wait_until_warm,
+    write_inventory,
+)
+from .conftest import MATRIX_ROWS
+
+pytestmark = pytest.mark.slow  # about a minute: 19 whole runs, recoveries included
+
+IDLE_S = 3.0
+"""The runs' idle timeout: a frozen board must be an ERROR_INFRA well before the deadline."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One fault scenario and what must come of it."""
+
+    fault: str
+    """The matrix's name for it."""
+    on_a: tuple[str, ...] = ()
+    """Control requests for board A before the run."""
+    expected: dict[str, int] = field(default_factory=dict)
+    """Attempt chains of the cases that did not simply pass, with their counts."""
+    recovery: str = "not needed"
+    """What became of board A: not needed, reconnect, reboot, power-cycle, refused, quarantined."""
+    message: str = ""
+    """A regex the first non-PASS attempt's message must match."""
+    two_boards: bool = False
+    kill_adb_server: bool = False
+    deadline_s: float = 4.0
+    """The runner deadline (`--timeout`)."""
+    retries: int = 1
+
+
+ONE_INFRA = {"ERROR_INFRA→PASS": 1}
+ROWS = [
+    Row("none"),
+    Row("drop during push", ("fault drop,on=push,path=*.pte",), ONE_INFRA, "reconnect",
+        r"push failed"),
+    Row("drop during exec", ("fault drop,on=exec",), ONE_INFRA, "reconnect", r"shell failed"),
+    Row("drop during pull", ("fault drop,on=pull,path=*/output_0.bin",), ONE_INFRA, "reconnect",
+        r"pull failed"),
+    Row("freeze (stops answering)", ("fault freeze,on=exec",), ONE_INFRA, "power-cycle",
+        rf"did not answer for {IDLE_S:g} s", deadline_s=60.0),
+    Row("runner SIGSEGV", ("fault crash,signal=SEGV",), {"FAIL_RUN": 1}, message=r"SIGSEGV \(exit 139\)"),
+    Row("runner SIGABRT", ("fault crash,signal=ABRT",), {"FAIL_RUN": 1}, message=r"SIGABRT \(exit 134\)"),
+    Row("runner hang", ("fault hang",), {"FAIL_RUN": 1}, message=r"^TIMEOUT"),
+    Row("truncated output file", ("fault truncate-output",), {"FAIL_RUN": 1},
+        message=r"output 0: output_0\.bin: \d+ bytes, expected \d+"),
+    Row("missing output file", ("fault missing-output",), {"FAIL_RUN": 1},
+        message=r"wrote no output_0\.bin"),
+    Row("wrong chipset", ("fault wrong-chipset",), {}, "refused", two_boards=True),
+    Row("storage full on push", ("fault storage-full,path=*.pte",), ONE_INFRA, "reconnect",
+        r"No space left on device"),
+    Row("reboot mid-case", ("fault reboot,on=exec",), ONE_INFRA, "reconnect"),
+    Row("authentication refused", ("fault auth-refused",), {}, "refused", two_boards=True),
+    Row("slow link", ("fault slow,delay=0.01",), {}),
+    Row("kernel panic on the UART", ("fault panic,on=exec",), ONE_INFRA, "reboot",
+        r"console: .*Kernel panic - not syncing"),
+    Row("kernel panic, no retries", ("fault panic,on=exec",), {"ERROR_INFRA": 1}, "reboot",
+        r"console: .*Kernel panic - not syncing", retries=0),
+    Row("adb server dies", (), ONE_INFRA, "reconnect", kill_adb_server=True),
+    Row("freeze, other board takes over", ("fault freeze,on=exec",), ONE_INFRA, "power-cycle",
+        rf"did not answer for {IDLE_S:g} s", two_boards=True, deadline_s=60.0),
+    Row("infra error every time", ("fault drop,on=exec,times=0",), {"ERROR_INFRA→PASS": 2},
+        "quarantined", two_boards=True),
+]
+
+
+@pytest.fixture(scope="module")
+def boards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Boards A and B, started once for the matrix and warm."""
+    root = tmp_path_factory.mktemp("matrix")
+    console = root / "a.tty"
+    with start_virtual_board(root / "a", "E9955", "matrix-a",
+                             ["--console", str(console), "--reboot-seconds", "0.3"]) as a, \
+         start_virtual_board(root / "b", "E9955", "matrix-b", ["--reboot-seconds", "0.3"]) as b:
+        wait_until_warm(a)
+        wait_until_warm(b)
+        yield {"a": a, "b": b, "console": console, "root": root}
+
+
+def _healthy(server: AdbServer, board: VirtualBoardProcess) -> bool:
+    try:
+        server.disconnect(board.address)  # a scenario may have left a dead transport behind
+        device = server.connect(board.address, timeout=10.0)
+        return device.shell2("getprop sys.boot_completed", timeout=5, v2=True).stdout.strip() == "1"
+    except (InfraError, OSError, EOFError) as exc:
+        return not str(exc)  # never: a failure is unhealthy
+
+
+def _restore(server: AdbServer, boards: dict[str, Any]) -> None:
+    """Disarm every fault; bring A back by a power cycle if a scenario left it down."""
+    for board in (boards["a"], boards["b"]):
+        board.control("fault clear")
+    if not _healthy(server, boards["a"]):
+        boards["a"].cycle()
+        time.sleep(1.5)
+        assert _healthy(server, boards["a"]), "board A did not come back after its scenario"
+
+
+def _recovered(run_doc: dict[str, Any]) -> str:
+    entry = next(b for b in run_doc["run"]["boards"] if b["name"] == "a")
+    if "error" in entry:
+        return "refused"
+    if entry.get("quarantined"):
+        return "quarantined"
+    steps = entry.get("recovery") or []
+    done = [s["step"] for s in steps if s["recovered"]]
+    return done[-1] if done else "not needed"
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.fault for row in ROWS])
+def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path) -> None:
+    a, b = boards["a"], boards["b"]
+    entries = [board_entry("a", a, boards["console"], power=True)]
+    if row.two_boards:
+        entries.append(board_entry("b", b))
+        b.control("fault slow,delay=0.05")
+    inventory = write_inventory(tmp_path / "inventory.yaml", entries)
+    for line in row.on_a:
+        a.control(line)
+    killed: list[int] = []
+
+    def kill_adb_server(run: Any, record: dict[str, Any]) -> None:
+        if row.kill_adb_server and not killed:
+            killed.append(run.keeper.server.pid)
+            os.kill(run.keeper.server.pid, signal.SIGKILL)
+
+    try:
+        run, doc = run_in_process(inventory, tmp_path / "out", on_record=kill_adb_server,
+                                  timeout_s=row.deadline_s, idle_timeout_s=IDLE_S,
+                                  retries=row.retries)
+    finally:
+        _restore(adb_server, boards)
+
+    cases = doc["cases"]
+    observed = Counter(chain(c) for c in cases if chain(c) != "PASS")
+    lost = lost_results(tiny_keys(), doc, tmp_path / "out" / "junit.xml")
+    recovered = _recovered(doc)
+    MATRIX_ROWS.append([
+        row.fault,
+        _describe(row.expected), _describe(observed), recovered, str(lost),
+    ])
+    assert lost == 0
+    assert observed == Counter(row.expected), [(c["id"], chain(c), c["message"]) for c in cases]
+    assert recovered == row.recovery, doc["run"]["boards"]
+    assert doc["run"]["status"] == "complete"
+    if row.message:
+        first = next(c for c in cases if chain(c) != "PASS")
+        message = (first["earlier_attempts"] or [first])[0]["message"]
+        assert re.search(row.message, message), message
+    if not row.expected and row.recovery == "refused":
+        assert {c["board"] for c in cases} == {"b"}
+    if row.kill_adb_server:
+        assert run.keeper.restarts == 1
+    if row.two_boards and row.recovery == "power-cycle":
+        retried = next(c for c in cases if c["earlier_attempts"])
+        assert retried["earlier_attempts"][0]["board"] == "a" and retried["board"] == "b"
+    for case in cases:
+        if chain(case) != "PASS":
+            assert case["logs"], case  # diagnostics attached to every non-pass
+    if row.fault == "runner hang":  # killed on the board by its PID, not left hanging
+        console = (tmp_path / "out" / "console" / "a.log").read_text()
+        started = set(re.findall(r"runner pid (\d+) started", console))
+        exited = set(re.findall(r"runner pid (\d+) exited", console))
+        (hung,) = started - exited
+        assert _gone(int(hung))
+    if row.fault.startswith("kernel panic"):  # named, with the UART lines; A rebooted and
+        first = next(c for c in cases if chain(c) != "PASS")  # ran the other cases
+        attempt = (first["earlier_attempts"] or [first])[0]
+        assert "Kernel panic - not syncing" in attempt["logs"]["uart"]
+        assert "logcat" in attempt["logs"]
+        assert {c["board"] for c in cases} == {"a"}
+        assert all(c["verdict"] == "PASS" for c in cases if c is not first or c["earlier_attempts"])
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _describe(chains: dict[str, int]) -> str:
+    if not chains:
+        return "all PASS"
+    return ", ".join(f"{count}x {name}" if count > 1 else name for name, count in sorted(chains.items()))
