@@ -207,7 +207,7 @@ def ctc_loss(emissions: Array, targets: Sequence[Sequence[int]], blank: int) -> 
     """Mean CTC loss (per target token) of `(N, labels, T)` emissions read as logits."""
     import torch
 
-    logits = torch.from_numpy(np.ascontiguousarray(emissions, dtype=np.float32))
+    logits = torch.from_numpy(np.array(emissions, dtype=np.float32))  # a writable copy
     log_probs = torch.log_softmax(logits, dim=1).permute(2, 0, 1)  # (T, N, labels)
     flat = [t for seq in targets for t in seq]
     loss = torch.nn.functional.ctc_loss(

@@ -138,8 +138,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
                 process.wait()
             _unmount_under(folder)  # dockerd leaves its netns mount behind
         if not os.environ.get("HIL_DOCKER_DATA_ROOT"):
-            with timed("engine data removal"):
-                shutil.rmtree(data_root, ignore_errors=True)
+            with timed("engine data removal"):  # rm is several times faster than rmtree here
+                subprocess.run(["rm", "-rf", "--one-file-system", str(data_root)], check=False)
 
 
 def _unmount_under(folder: Path) -> None:
