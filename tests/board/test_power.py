@@ -4,6 +4,7 @@ protocol) on a real pty."""
 from __future__ import annotations
 
 import os
+import select
 import sys
 import tty
 from pathlib import Path
@@ -61,7 +62,9 @@ def test_serial_relay_writes_its_frames_to_the_port(tmp_path: Path) -> None:
         relay.cycle()
         inverted = SerialRelayPower(os.ttyname(slave), channel=1, inverted=True)
         inverted.on()
-        written = os.read(master, 64)
+        written = b""
+        while len(written) < 12 and select.select([master], [], [], 5.0)[0]:
+            written += os.read(master, 64)  # the frames may arrive in several reads
     finally:
         os.close(master)
         os.close(slave)
