@@ -36,7 +36,8 @@ def make_console(file: TextIO | None = None) -> Console:
     )
 
 
-def _verdict_style(verdict: Verdict) -> str:
+def verdict_style(verdict: Verdict) -> str:
+    """The rich style a verdict is shown in (table and progress lines alike)."""
     if verdict is Verdict.PASS:
         return "green"
     if verdict is Verdict.PASS_UNDELEGATED:
@@ -91,7 +92,7 @@ def render_table(results: dict[str, Any], console: Console | None = None) -> Non
             Text(f"{case['suite']}.{case['precision']}"),
             Text(case["id"]),
             Text(case.get("board") or "-"),
-            Text(verdict.value, style=_verdict_style(verdict)),
+            Text(verdict.value, style=verdict_style(verdict)),
             _number(worst_abs_error(case), ".3g"),
             _number((case.get("latency_ms") or {}).get("avg"), ".3f"),
             Text(one_line(clean_text(str(case.get("message") or "")))),

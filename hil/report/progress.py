@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from hil.report.console import verdict_style
 from hil.report.results import case_key, clean_text, one_line, worst_abs_error
 from hil.report.stats import latency_of
 from hil.verdict import Verdict
@@ -42,16 +43,6 @@ def format_record(record: dict[str, Any], done: int, total: int) -> str:
     message = one_line(clean_text(str(record.get("message") or "")))
     line = " ".join(parts)
     return f"{line}  {message}" if message else line
-
-
-def _style(verdict: Verdict) -> str:
-    if verdict is Verdict.PASS:
-        return "green"
-    if verdict is Verdict.PASS_UNDELEGATED:
-        return "yellow"
-    if verdict is Verdict.SKIP:
-        return "dim"
-    return "magenta" if verdict.is_error else "bold red"
 
 
 class PlainProgress:
@@ -96,7 +87,8 @@ class RichProgress:
         self.done += 1
         verdict = Verdict(record["verdict"])
         self.failed += int(verdict.is_failure or verdict.is_error)
-        self.progress.console.print(Text(format_record(record, self.done, self.total), style=_style(verdict)))
+        line = format_record(record, self.done, self.total)
+        self.progress.console.print(Text(line, style=verdict_style(verdict)))
         self.progress.update(self.task, advance=1, failed=self.failed)
 
     def close(self) -> None:
