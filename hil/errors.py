@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class UsageError(Exception):
     """Bad usage, configuration or input (exit code 3). The message is one line naming
@@ -10,3 +12,15 @@ class UsageError(Exception):
 
 class InfraError(Exception):
     """The board, the link or the adb server failed; not the model (verdict ERROR_INFRA)."""
+
+
+class Where:
+    """Builds UsageErrors that name the file, the entry and the field of bad input."""
+
+    def __init__(self, path: Path, entry: str = "") -> None:
+        self.path = path
+        self.entry = entry
+
+    def error(self, field: str, problem: str) -> UsageError:
+        where = f"{self.path}: {self.entry}: " if self.entry else f"{self.path}: "
+        return UsageError(f"{where}{field}: {problem}")

@@ -35,7 +35,7 @@ import yaml
 
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
-from hil.errors import UsageError
+from hil.errors import UsageError, Where
 
 CHIPSETS = ("E9955", "E9965")
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -73,21 +73,11 @@ class InventoryEntry:
         return ":" in self.adb
 
 
-class _Where:
-    def __init__(self, path: Path, entry: str = "") -> None:
-        self.path = path
-        self.entry = entry
-
-    def error(self, field: str, problem: str) -> UsageError:
-        where = f"{self.path}: {self.entry}: " if self.entry else f"{self.path}: "
-        return UsageError(f"{where}{field}: {problem}")
-
-
 def load_inventory(path: Path) -> list[InventoryEntry]:
     """Parse and validate an inventory file."""
     if not path.is_file():
         raise UsageError(f"--inventory: file not found: {path}")
-    where = _Where(path)
+    where = Where(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -107,7 +97,7 @@ def load_inventory(path: Path) -> list[InventoryEntry]:
     return entries
 
 
-def _text(where: _Where, item: dict[str, Any], field: str, required: bool) -> str | None:
+def _text(where: Where, item: dict[str, Any], field: str, required: bool) -> str | None:
     value = item.get(field)
     if value is None and not required:
         return None
@@ -117,14 +107,14 @@ def _text(where: _Where, item: dict[str, Any], field: str, required: bool) -> st
 
 
 def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
-    where = _Where(path, f"boards[{index}]")
+    where = Where(path, f"boards[{index}]")
     if not isinstance(item, dict):
         raise where.error("entry", "expected a mapping")
     name = _text(where, item, "name", required=True)
     assert name is not None
     if not NAME.match(name):
         raise where.error("name", f"{name!r}: letters, digits, '.', '_' and '-' only (<= 64)")
-    where = _Where(path, f"boards[{index}] ({name})")
+    where = Where(path, f"boards[{index}] ({name})")
     unknown = set(item) - _FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_FIELDS))})")
@@ -150,7 +140,7 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     )
 
 
-def _argv(where: _Where, field: str, value: Any) -> tuple[str, ...]:
+def _argv(where: Where, field: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         try:
             argv = shlex.split(value)
@@ -165,7 +155,7 @@ def _argv(where: _Where, field: str, value: Any) -> tuple[str, ...]:
     return tuple(argv)
 
 
-def _power(where: _Where, raw: Any) -> PowerControl | None:
+def _power(where: Where, raw: Any) -> PowerControl | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):

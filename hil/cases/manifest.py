@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from hil.cases.case import INPUT_DTYPES, PRECISIONS, Case, InputSpec
-from hil.errors import UsageError
+from hil.errors import UsageError, Where
 from hil.verdict import Tolerance
 
 _CASE_FIELDS = {
@@ -54,23 +54,11 @@ _INPUT_FIELDS = {"shape", "dtype", "range"}
 _TOLERANCE_FIELDS = {"atol", "rtol", "min_sqnr_db", "scale_steps"}
 
 
-class _Where:
-    """Builds error messages that name the file, the entry and the field."""
-
-    def __init__(self, path: Path, entry: str = "") -> None:
-        self.path = path
-        self.entry = entry
-
-    def error(self, field: str, problem: str) -> UsageError:
-        where = f"{self.path}: {self.entry}: " if self.entry else f"{self.path}: "
-        return UsageError(f"{where}{field}: {problem}")
-
-
 def load_manifest(path: Path) -> list[Case]:
     """Parse and validate a manifest; import the modules it names."""
     if not path.is_file():
         raise UsageError(f"--suite: manifest file not found: {path}")
-    where = _Where(path)
+    where = Where(path)
     try:
         text = path.read_text(encoding="utf-8")
         root_node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -106,7 +94,7 @@ def _entry_lines(root_node: yaml.Node | None, count: int) -> list[int]:
 
 
 def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> list[Case]:
-    where = _Where(path, f"cases[{index}]")
+    where = Where(path, f"cases[{index}]")
     if not isinstance(entry, dict):
         raise where.error("entry", "expected a mapping")
     case_id = entry.get("id")
@@ -114,7 +102,7 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
         raise where.error("id", "required, a non-empty string")
     if not case_id.isprintable() or len(case_id) > 200:
         raise where.error("id", "must be printable text of at most 200 characters")
-    where = _Where(path, f"cases[{index}] ({case_id})")
+    where = Where(path, f"cases[{index}] ({case_id})")
     unknown = set(entry) - _CASE_FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], f"unknown field (allowed: {sorted(_CASE_FIELDS)})")
@@ -170,7 +158,7 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
     ]
 
 
-def _callable(where: _Where, field: str, spec: Any, folder: Path) -> Callable[..., Any]:
+def _callable(where: Where, field: str, spec: Any, folder: Path) -> Callable[..., Any]:
     """Import `package.module:name` with the manifest's folder first on sys.path (it stays on
     sys.path, last, so lowering worker processes can import the module too)."""
     if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
@@ -193,7 +181,7 @@ def _callable(where: _Where, field: str, spec: Any, folder: Path) -> Callable[..
     return target
 
 
-def _dataset(where: _Where, raw: Any, folder: Path) -> Any:
+def _dataset(where: Where, raw: Any, folder: Path) -> Any:
     from hil.cases.datasets import make_dataset
 
     if not isinstance(raw, dict) or not isinstance(raw.get("kind"), str):
@@ -207,7 +195,7 @@ def _dataset(where: _Where, raw: Any, folder: Path) -> Any:
         raise where.error("dataset", str(exc)) from None
 
 
-def _checker(where: _Where, raw: Any) -> Any:
+def _checker(where: Where, raw: Any) -> Any:
     from hil.checkers import checker_spec
 
     if isinstance(raw, str):
@@ -220,7 +208,7 @@ def _checker(where: _Where, raw: Any) -> Any:
         raise where.error("checker", str(exc)) from None
 
 
-def _inputs(where: _Where, raw: Any) -> tuple[InputSpec, ...]:
+def _inputs(where: Where, raw: Any) -> tuple[InputSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise where.error(
             "inputs", "required, a non-empty list of {shape, dtype, range} or 'package.module:fn'"
@@ -256,7 +244,7 @@ def _inputs(where: _Where, raw: Any) -> tuple[InputSpec, ...]:
     return tuple(specs)
 
 
-def _precisions(where: _Where, raw: Any) -> tuple[str, ...]:
+def _precisions(where: Where, raw: Any) -> tuple[str, ...]:
     if raw == "all":
         return PRECISIONS
     values = [raw] if isinstance(raw, str) else raw
@@ -265,7 +253,7 @@ def _precisions(where: _Where, raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
-def _tolerance(where: _Where, raw: Any) -> tuple[Tolerance, float]:
+def _tolerance(where: Where, raw: Any) -> tuple[Tolerance, float]:
     if not isinstance(raw, dict):
         raise where.error("tolerance", "expected a mapping {atol, rtol, min_sqnr_db, scale_steps}")
     unknown = set(raw) - _TOLERANCE_FIELDS
@@ -283,7 +271,7 @@ def _tolerance(where: _Where, raw: Any) -> tuple[Tolerance, float]:
     return tolerance, float(raw.get("scale_steps", 0.0))
 
 
-def _strings(where: _Where, field: str, raw: Any) -> tuple[str, ...]:
+def _strings(where: Where, field: str, raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         raise where.error(field, "expected a list of strings")
     return tuple(raw)
