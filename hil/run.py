@@ -31,6 +31,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.expectation import settle
 from hil.report.junit import write_junit
 from hil.verdict import Verdict
 
@@ -131,7 +132,8 @@ def _versions() -> dict[str, str | None]:
 
 
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
-    """A results.json case entry (docs/results-json.md)."""
+    """A results.json case entry (docs/results-json.md), its verdict settled against the
+    case's known failure, if it declares one (XFAIL / XPASS)."""
     record: dict[str, Any] = {
         "suite": case.suite,
         "precision": case.precision,
@@ -154,7 +156,7 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "tags": list(case.tags),
     }
     record.update(fields)
-    return record
+    return settle(case.expect, record)
 
 
 class Run:

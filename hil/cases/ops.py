@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from hil.cases.case import PRECISIONS, Case, InputSpec, definition_site
+from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, PRECISIONS, Case, InputSpec, definition_site
 from hil.verdict import Tolerance
 
 ENN_OPS = (
@@ -47,11 +47,10 @@ OPS = ENN_OPS + EXTRA_OPS
 """Every op the suite must cover at fp32 and at A8W8 (tests/cases/test_ops_coverage.py)."""
 
 FP32_TOLERANCE = Tolerance(atol=1e-4, rtol=1e-4)
-A8W8_TOLERANCE = Tolerance(atol=1e-3, rtol=0.0, min_sqnr_db=30.0)
-A8W8_SCALE_STEPS = 2.0
-"""A8W8 atol = A8W8_TOLERANCE.atol + A8W8_SCALE_STEPS x the output's quantization step: the
-int8 kernels and the host's quantize/dequantize simulation round differently by up to a
-step, and a requantizing op can add one more."""
+A8W8_TOLERANCE = A8W8_RULE
+A8W8_SCALE_STEPS = A8W8_RULE_STEPS
+"""A8W8 atol = A8W8_TOLERANCE.atol + A8W8_SCALE_STEPS x the output's quantization step
+(`hil.cases.case.A8W8_RULE`)."""
 
 
 def coverage_gaps(suite: Sequence[Case], ops: Sequence[str] = OPS) -> list[str]:

@@ -26,7 +26,8 @@ T = TypeVar("T")
 
 
 class LoweringFailed(Exception):
-    """A stage failed; `verdict` names it (FAIL_EXPORT, FAIL_QUANTIZE, FAIL_LOWER)."""
+    """A stage failed; `verdict` names it (FAIL_EXPORT, FAIL_QUANTIZE, FAIL_LOWER), or the
+    case is not to be lowered at all (SKIP)."""
 
     def __init__(self, verdict: Verdict, message: str, detail: str = "") -> None:
         super().__init__(message)
@@ -113,8 +114,11 @@ def _as_inputs(value: Any) -> tuple[torch.Tensor, ...]:
 
 def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifact:
     """Lower `case` for `flow` into `folder` and compute host references with the eager
-    module (the quantized module for A8W8). A case with a checker also gets the fp32 model's
-    outputs (`fp32_reference_<i>.bin`) and its dataset's targets (`targets.npy`)."""
+    module (the quantized module for A8W8); a case that says `skip` stops here (SKIP). A
+    case with a checker also gets the fp32 model's outputs (`fp32_reference_<i>.bin`) and
+    its dataset's targets (`targets.npy`)."""
+    if case.skip:
+        raise LoweringFailed(Verdict.SKIP, f"skipped: {case.skip}")
     folder.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
 
