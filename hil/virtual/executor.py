@@ -380,6 +380,7 @@ def _run(
     vendor_lib: bool,
     programs: ProgramCache,
     cancelled: Callable[[], bool],
+    noise: Fault | None = None,
 ) -> None:
     """The runner's main(); returns on success, raises _RunnerExit otherwise."""
     if not vendor_lib:
@@ -462,6 +463,10 @@ def _run(
     avg = sum(times[1:]) / (len(times) - 1) if len(times) > 1 else first
     console.stderr += b"%d inference took %f ms, avg %f ms\n" % (len(times), sum(times), avg)
 
+    if noise is not None:  # hil fault injection (`noise`): outputs as a wrong kernel leaves them
+        from hil.virtual.noise import add_noise
+
+        outputs = add_noise(outputs, noise)
     if flags["output_path"]:
         out_dir = fs.host(flags["output_path"])
         no_folder = f"Directory or have no visit permission: {flags['output_path']}"
@@ -489,6 +494,7 @@ def execute_request(
     vendor_lib: bool = True,
     programs: ProgramCache | None = None,
     cancelled: Callable[[], bool] | None = None,
+    noise: Fault | None = None,
 ) -> RunnerResult:
     """Run ``enn_executor_runner`` once, as the virtual board does.
 
@@ -508,6 +514,7 @@ def execute_request(
             vendor_lib,
             programs if programs is not None else ProgramCache(),
             cancelled or (lambda: False),
+            noise,
         )
     except _RunnerExit as stop:
         exit_code, sig = stop.exit_code, stop.sig
@@ -589,7 +596,8 @@ class WarmExecutor:
         return self._warm.wait(timeout)
 
     def execute(
-        self, argv: Sequence[str], cwd: str, cancelled: Callable[[], bool] | None = None
+        self, argv: Sequence[str], cwd: str, cancelled: Callable[[], bool] | None = None,
+        noise: Fault | None = None,
     ) -> RunnerResult:
         """One runner exec (argv without argv[0]), after warm-up, one at a time."""
         self._warm.wait()
@@ -601,6 +609,7 @@ class WarmExecutor:
                 vendor_lib=self.vendor_lib,
                 programs=self._programs,
                 cancelled=cancelled,
+                noise=noise,
             )
 
     def __enter__(self) -> WarmExecutor:
@@ -651,7 +660,8 @@ class WarmExecutor:
         if "crash" in kinds:
             result = _crashed(kinds["crash"].signal)
         else:
-            result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn))
+            result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn),
+                                  noise=kinds.get("noise"))
             if kinds.keys() & {"truncate-output", "missing-output"}:
                 _damage_outputs(self.fs_root, cwd, argv, truncate="truncate-output" in kinds)
         if self.hooks is not None:

@@ -14,6 +14,7 @@ A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPE
 | `hang` | the runner never finishes (until it is killed) | |
 | `truncate-output` | the runner exits 0 but its output files are cut to half | |
 | `missing-output` | the runner exits 0 but writes no output file | |
+| `noise` | Gaussian noise of `rel` x each float output's std on the outputs (`noise.py`) | `rel`, `seed` |
 | `storage-full` | a push fails with "No space left on device" | `path` |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
@@ -39,7 +40,7 @@ EVENTS = ("push", "exec", "pull")
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
-RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output")
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "noise")
 """Faults of the runner: on runner execs only."""
 STATE_KINDS = ("wrong-chipset", "auth-refused", "slow")
 """Faults that hold until cleared rather than fire on an event."""
@@ -58,13 +59,14 @@ _KEYS = {
     "hang": {"after", "times"},
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
+    "noise": {"rel", "seed", "after", "times"},
     "storage-full": {"path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
     "slow": {"delay"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
-                  "missing-output": "exec", "storage-full": "push", "freeze": "exec",
+                  "missing-output": "exec", "noise": "exec", "storage-full": "push", "freeze": "exec",
                   "reboot": "exec", "panic": "exec"}
 
 
@@ -88,6 +90,10 @@ class Fault:
     """`panic`: the UART line."""
     delay: float = 0.05
     """`slow`: seconds added before every adb message the board sends."""
+    rel: float = 0.0
+    """`noise`: the noise's standard deviation as a multiple of each output's."""
+    seed: int = 0
+    """`noise`: seed of the noise generator."""
 
     @property
     def is_state(self) -> bool:
@@ -124,7 +130,7 @@ def parse_fault(spec: str) -> Fault:
         fields["on"] = on
     if "path" in values:
         fields["path"] = values["path"]
-    for key in ("after", "times"):
+    for key in ("after", "times", "seed"):
         if key in values:
             fields[key] = _integer(spec, key, values[key])
     if "signal" in values:
@@ -136,6 +142,15 @@ def parse_fault(spec: str) -> Fault:
         if not values["text"].isprintable():
             raise UsageError(f"--fault {spec!r}: text must be printable")
         fields["text"] = values["text"]
+    if kind == "noise":
+        try:
+            rel = float(values.get("rel", "nan"))
+        except ValueError:
+            rel = float("nan")
+        if not 0 < rel <= 100:
+            raise UsageError(f"--fault {spec!r}: rel={values.get('rel', '?')}: a multiple of the "
+                             "output's standard deviation in (0, 100] is required")
+        fields["rel"] = rel
     if "delay" in values:
         try:
             delay = float(values["delay"])
