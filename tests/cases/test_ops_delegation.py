@@ -58,8 +58,8 @@ def test_ops_kept_whole_and_decomposed_as_upstream_says() -> None:
 @pytest.mark.parametrize("key", ["ops.fp32.conv2d_stride2", "ops.a8w8.relu_conv", "ops.fp32.rms_norm",
                                  "ops.fp32.topk_dim3", "ops.fp32.index_axis2", "ops.a8w8.split_with_sizes_copy_chunk"])
 def test_the_support_rule_answers_as_upstreams_operator_support(key: str) -> None:
-    from hil.lower.quantize import quantize_a8w8
     from hil.lower import calibration_samples
+    from hil.lower.quantize import quantize_a8w8
 
     case = next(c for c in OPS if c.key == key)
     torch.manual_seed(case.seed)
