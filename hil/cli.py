@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="shape the virtual boards' adb link like a USB cable (default: none)")
     run.add_argument("--runner", metavar="PATH",
                      help="enn_executor_runner for real boards (virtual boards bring their own)")
+    run.add_argument("--runner-profile", metavar="upstream|hil",
+                     help="what every board's runner can execute: upstream (ENN + portable "
+                          "kernels) or hil (+ XNNPACK and quantized kernels); also the profile "
+                          "of the virtual boards hil starts (default: learnt per board: the "
+                          "inventory, the virtual board, the runner's .profile.json, else upstream)")
 
     lower = sub.add_parser("lower", help="lower cases to artifacts only (no board)")
     _add_selection(lower)
@@ -183,19 +188,16 @@ def _select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]
     return chosen, shard
 
 
-def _resolve_flow(requested: str, any_virtual: bool) -> tuple[str, str]:
+def _lowering_flow(requested: str) -> str:
+    """The flow of `hil lower` (no boards to check): `auto` is enn when LITECORE can lower
+    here, else xnnpack."""
     from hil.sdk import enn_adaptor_available, require_enn_adaptor
 
     if requested == "enn":
         require_enn_adaptor()
-        return "enn", "requested: enn"
     if requested != "auto":
-        return requested, f"requested: {requested}"
-    if not enn_adaptor_available():
-        return "xnnpack", "auto: LITECORE SDK (ENN wrapper) not found -> xnnpack"
-    if any_virtual:
-        return "xnnpack", "auto: virtual board (no NPU) -> xnnpack"
-    return "enn", "auto: LITECORE SDK and real board -> enn"
+        return requested
+    return "enn" if enn_adaptor_available() else "xnnpack"
 
 
 def _cache_dir(flag: str | None) -> Path:
@@ -221,7 +223,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     entries = _board_entries(inventory, args.board)
     boards = [] if inventory else parse_boards(args.board)
     cases, shard = _select_cases(args)
-    flow, flow_reason = _resolve_flow(args.flow, any(e.virtual for e in entries))
+    if args.runner_profile is not None:
+        from hil.runner.profiles import profile_named
+
+        profile_named(args.runner_profile)
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
         raise UsageError(f"--runner: file not found: {runner}")
@@ -235,7 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hil.verdict import Verdict, exit_code
 
     options = RunOptions(
-        cases=tuple(cases), boards=tuple(boards), flow=flow, flow_reason=flow_reason,
+        cases=tuple(cases), boards=tuple(boards), flow=args.flow,
         chipset=args.chipset, out_dir=out,
         results_path=Path(args.results) if args.results else out / "results.json",
         junit_path=Path(args.junit) if args.junit else out / "junit.xml",
@@ -246,16 +251,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         virtual_link=_choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
-        boot_timeout_s=args.boot_timeout,
+        boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
     )
-    sys.stdout.write(
-        f"hil run {len(cases)} case(s), flow {flow} ({flow_reason}), chipset {args.chipset}, "
-        f"boards: {', '.join(e.name for e in entries)}\n"
-    )
+
+    def announce(flow: str, reason: str) -> None:
+        sys.stdout.write(
+            f"hil run {len(cases)} case(s), flow {flow} ({reason}), chipset {args.chipset}, "
+            f"boards: {', '.join(e.name for e in entries)}\n"
+        )
+        sys.stdout.flush()
+
     signal.signal(signal.SIGTERM, _interrupt)
     progress = make_progress(len(cases))
     try:
-        the_run = Run(options, on_record=progress.on_record)
+        the_run = Run(options, on_record=progress.on_record, on_flow=announce)
     except BaseException:
         progress.close()  # leave no progress bar on the terminal
         raise
@@ -264,6 +273,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         the_run.execute()
     except KeyboardInterrupt:
         interrupted = True
+    except UsageError:
+        write_junit(the_run.writer.document, options.junit_path)  # valid, with no case
+        raise
     finally:
         progress.close()
     results = the_run.writer.document
@@ -322,7 +334,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from hil.lower import LoweringFailed, build_artifact
 
     cases, _ = _select_cases(args)
-    flow, _reason = _resolve_flow(args.flow, any_virtual=False)
+    flow = _lowering_flow(args.flow)
     failed = 0
     for index, case in enumerate(cases):
         folder = Path(args.out) / f"c{index:04d}"

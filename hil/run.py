@@ -32,6 +32,7 @@ from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
 from hil.report.junit import write_junit
+from hil.runner.profiles import BoardRunner
 from hil.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ class RunOptions:
     cases: tuple[Case, ...]
     boards: tuple[BoardSpec, ...]
     flow: str
-    flow_reason: str
+    """The flow asked for: `auto` or one of hil.lower.flows.FLOWS; the run chooses and checks
+    it against every board's runner once the boards are up, before lowering anything."""
     chipset: str
     out_dir: Path
     results_path: Path
@@ -81,6 +83,9 @@ class RunOptions:
     """A board silent this long is lost (ERROR_INFRA); also the limit of a reconnect."""
     boot_timeout_s: float = 120.0
     """The limit of a reboot or power cycle, until `sys.boot_completed=1`."""
+    runner_profile: str | None = None
+    """`--runner-profile`: what every board's runner can execute (hil/runner/profiles.py);
+    None: learnt per board. Also the profile of the virtual boards hil starts."""
 
 
 @dataclass
@@ -130,6 +135,17 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
+def _sdk_problem() -> str | None:
+    """Why flow `enn` cannot lower here (the LITECORE check's one line), or None."""
+    from hil.sdk import require_enn_adaptor
+
+    try:
+        require_enn_adaptor()
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
     """A results.json case entry (docs/results-json.md)."""
     record: dict[str, Any] = {
@@ -161,12 +177,19 @@ class Run:
     """One `hil run`: owns the adb server, the boards and the results writer."""
 
     def __init__(
-        self, options: RunOptions, on_record: Callable[[dict[str, Any]], None] | None = None
+        self,
+        options: RunOptions,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_flow: Callable[[str, str], None] | None = None,
     ) -> None:
         from hil.report.results import ResultsWriter
 
         self.options = options
         self.on_record = on_record
+        self.on_flow = on_flow
+        """Called with the chosen flow and why, once the boards are up."""
+        self.flow: str | None = None
+        """The flow the run lowers with (chosen in `execute`)."""
         self.run_id = new_run_id()
         self.entries = list(options.inventory) or from_specs(options.boards)
         self.meta: dict[str, Any] = {
@@ -177,8 +200,9 @@ class Run:
             "command": list(options.command),
             **_versions(),
             "sdk": None,
-            "flow": options.flow,
-            "flow_reason": options.flow_reason,
+            "flow": None,
+            "flow_requested": options.flow,
+            "flow_reason": None,
             "chipset": options.chipset,
             "virtual": any(e.virtual for e in self.entries),
             "git_sha": _git_sha(),
@@ -198,6 +222,8 @@ class Run:
         self._boards_settled = threading.Event()
         self._starting = len(self.entries)
         self._recoveries: dict[str, Any] = {}
+        self._runners: dict[str, BoardRunner] = {}
+        """Live board name -> what its runner can execute."""
         self.keeper: Any = None
         """The ServerKeeper that restarts the run's adb server when it dies."""
         self.records: list[dict[str, Any]] = []
@@ -239,7 +265,13 @@ class Run:
             for thread in threads:
                 thread.start()
             try:
-                self._lower_all()
+                while not self._boards_settled.wait(0.2):
+                    pass
+                if self._live_boards:
+                    self._choose_flow()
+                    self._lower_all()
+                else:
+                    self._fail_unlowered("no usable board (every board failed to start or was quarantined)")
                 self._lowering_done.set()
                 while any(t.is_alive() for t in threads):
                     for thread in threads:
@@ -251,16 +283,46 @@ class Run:
                     self._stop.set()
                     self.writer.finish("interrupted")
                 raise
+            except UsageError:
+                with self._lock:
+                    self._stop.set()
+                    self.writer.finish("refused")
+                for thread in threads:  # they clean their boards up before the boards stop
+                    thread.join(timeout=self.options.idle_timeout_s)
+                raise
         return self.records
+
+    def _choose_flow(self) -> None:
+        """Choose (`auto`) or check the flow against every live board's runner; UsageError
+        when some board cannot run it, before anything is lowered."""
+        from hil.runner.profiles import choose_flow
+
+        with self._lock:
+            runners = [self._runners[name] for name in sorted(self._live_boards)]
+        precisions = sorted({case.precision for case in self.options.cases})
+        requested = self.options.flow
+        sdk = _sdk_problem() if requested in ("auto", "enn") else None
+        self.flow, reason = choose_flow(requested, runners, precisions, sdk)
+        with self._lock:
+            self.meta.update(flow=self.flow, flow_reason=reason)
+            self.writer.update_run(flow=self.flow, flow_reason=reason)
+        log.info("flow %s (%s)", self.flow, reason)
+        if self.on_flow is not None:
+            self.on_flow(self.flow, reason)
+
+    def _fail_unlowered(self, reason: str) -> None:
+        for case in self.options.cases:
+            self._record(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
 
     def _lower_all(self) -> None:
         from hil.lower.cache import ArtifactCache
         from hil.lower.pool import lower_cases
 
+        assert self.flow is not None
         cases = self.options.cases
         cache = ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None
         lowerings = lower_cases(
-            cases, self.options.flow, self.options.chipset, self.options.out_dir / "artifacts",
+            cases, self.flow, self.options.chipset, self.options.out_dir / "artifacts",
             cache, self.options.jobs,
         )
         for lowering in lowerings:
@@ -275,7 +337,7 @@ class Run:
                                 detail=lowering.detail)
                 )
                 continue
-            if self._boards_settled.is_set() and not self._live_boards:
+            if not self._live_boards:
                 self._record(
                     case_record(case, verdict=Verdict.ERROR_INFRA.value,
                                 message="no usable board (every board failed to start or was quarantined)")
@@ -352,6 +414,7 @@ class Run:
         from hil.board.console import SerialConsole
         from hil.board.preflight import connect, inspect_board
         from hil.board.recovery import Recovery
+        from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, choose_profile
 
         name = entry.name
         idle_s = self.options.idle_timeout_s
@@ -359,9 +422,10 @@ class Run:
             from hil.virtual.launcher import start_virtual_board
 
             root = Path(tempfile.mkdtemp(prefix=f"hil-{name}-"))
-            process = start_virtual_board(
-                root, self.options.chipset, name, ["--link", self.options.virtual_link]
-            )
+            extra = ["--link", self.options.virtual_link]
+            if self.options.runner_profile:
+                extra += ["--runner-profile", self.options.runner_profile]
+            process = start_virtual_board(root, self.options.chipset, name, extra)
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
@@ -401,17 +465,23 @@ class Run:
             power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
             boot_s=self.options.boot_timeout_s,
         )
+        choice = choose_profile(
+            self.options.runner_profile, entry.runner_profile,
+            info.properties.get(VIRTUAL_PROFILE_PROPERTY) if info.virtual else None,
+            None if info.virtual else runner,
+        )
         with self._lock:
+            self._runners[name] = BoardRunner(name, choice, info.virtual)
             self.meta["boards"].append(
                 {"name": info.name, "adb": info.adb, "chipset": info.chipset,
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
-                 "runner_pushes": board.runner_pushes}
+                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record()}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
-        log.info("%s: ready (%s, chipset %s%s)", name, address, info.chipset,
-                 ", VIRTUAL" if info.virtual else "")
+        log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
+                 choice.profile.name, ", VIRTUAL" if info.virtual else "")
         return board
 
     def _next_work(self, name: str) -> _Work | None:

@@ -132,7 +132,7 @@ def board_throughput(cases: list[Case], boards: int, link: str, work: Path, cach
     finished: list[float] = []
     options = RunOptions(
         cases=tuple(cases), boards=tuple(BoardSpec(virtual=True) for _ in range(boards)),
-        flow="xnnpack", flow_reason="bench", chipset="E9955", out_dir=work,
+        flow="xnnpack", chipset="E9955", out_dir=work,
         results_path=work / "results.json", junit_path=work / "junit.xml",
         cache_dir=cache, jobs=1, virtual_link=link,
     )

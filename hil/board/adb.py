@@ -32,6 +32,13 @@ from hil.board.sync import SyncFailed, pull_files, push_files
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
 from hil.report.stats import latency_stats
+from hil.runner.contract import (
+    STATISTICS_FILE,
+    RunnerLog,
+    board_fault,
+    parse_log,
+    parse_statistics,
+)
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -48,9 +55,15 @@ LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PID_FILE = "runner.pid"
-_RECORD_PID = 'echo $$ > runner.pid && exec "$@"'
+INVOCATION_MARKER = "hil: runner invocation"
+"""The stderr line hil prints before each runner invocation of a case: it separates the
+invocations' logs, and its absence after a failure means the run shell's own setup failed."""
+_INVOKE = f'echo $$ > runner.pid && echo "{INVOCATION_MARKER}" >&2 && exec "$@"'
 """Constant script run as `sh -c SCRIPT sh RUNNER ARGS...`: records the runner's PID (the
-shell execs into the runner) so the host can kill exactly it."""
+shell execs into the runner) so the host can kill exactly it, and marks the invocation."""
+_KEEP_STATISTICS = f'[ ! -e {STATISTICS_FILE} ] || mv -f {STATISTICS_FILE} "$1"'
+"""Constant script run as `sh -c SCRIPT sh NAME`: keeps one invocation's statistics.txt (the
+runner writes it in its current folder, without checking that it could)."""
 _KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
@@ -58,8 +71,8 @@ ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSErro
 CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 """Where the chipset is read from, in order of trust."""
 
-_TIMING = re.compile(r"(\d+) inference took ([0-9.]+) ms, avg ([0-9.]+) ms")
-_STAT_LINE = re.compile(r"^\s*(init|load|1st|avg)\s*:\s*([0-9.]+)", re.MULTILINE)
+BACKSTOP_STATUSES = (124, 137)
+"""What `timeout -s KILL` exits with when it killed the runner (toybox, coreutils)."""
 
 
 def safe_name(name: str, what: str) -> str:
@@ -97,21 +110,23 @@ class BoardInfo:
 
 @dataclass(frozen=True)
 class Execution:
-    """One runner execution of one artifact on one board."""
+    """The runner invocations of one artifact on one board (one per `--iterations`)."""
 
     exit_code: int
-    """Shell exit status: 128+N when the runner died by signal N."""
+    """Shell exit status: the last invocation's; 128+N when it died by signal N."""
     stdout: str
     stderr: str
     timed_out: bool
     """The runner ran past its deadline and was killed on the device."""
+    logs: tuple[RunnerLog, ...]
+    """Each invocation's log, read back (hil/runner/contract.py); only the last can have failed."""
     outputs: tuple[Path | None, ...]
     """Pulled `output_<i>.bin` files; None where the board wrote none."""
     timings_s: dict[str, float]
     """Seconds spent in `push`, `exec`, `pull`."""
     latency_ms: dict[str, Any] | None
-    """`init`, `load`, `first`, `avg` (ms) from the runner's statistics and timing lines, and
-    `samples`: one per timed iteration."""
+    """The latency record (`_latency`): the 1st run, the steady-state samples and the
+    runner's own averages, with the same meaning on real and virtual boards."""
 
 
 class AdbBoard:
@@ -250,24 +265,25 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        def invocation(warm_up: int) -> list[str]:
-            return [
-                # a backstop only: the host kills the runner by PID at its deadline
-                "timeout", "-s", "KILL", str(int(self.timeout_s + 2 * self.idle_timeout_s)),
-                "sh", "-c", _RECORD_PID, "sh",
-                RUNNER_PATH,
-                "--model", "model.pte",
-                "--input", " ".join(path.name for path in inputs),
-                "--output_path", "out",
-                "--num_executions", "1",
-                "--warm_up", str(warm_up),
-                "--dump_statistics",
-            ]  # fmt: skip
-
-        runs = [invocation(warmup)] + [invocation(0) for _ in range(iterations - 1)]
-        chain = [["cd", case_dir], ["rm", "-rf", "out", "statistics.txt", PID_FILE],
+        backstop_s = int(self.timeout_s + 2 * self.idle_timeout_s)
+        invocation = [
+            # a backstop only: the host kills the runner by PID at its deadline
+            "timeout", "-s", "KILL", str(backstop_s),
+            "sh", "-c", _INVOKE, "sh",
+            RUNNER_PATH,
+            "--model", "model.pte",
+            "--input", " ".join(path.name for path in inputs),
+            "--output_path", "out",
+            "--num_executions", "1",
+            "--warm_up", str(warmup),
+            "--dump_statistics",
+        ]  # fmt: skip
+        runs: list[list[str]] = []
+        for index in range(iterations):
+            runs += [invocation, ["sh", "-c", _KEEP_STATISTICS, "sh", f"statistics_{index}.txt"]]
+        chain = [["cd", case_dir], ["rm", "-rf", "out", STATISTICS_FILE, PID_FILE],
                  ["mkdir", "out"], *runs]
-        deadline_s = self.timeout_s * len(runs)
+        deadline_s = self.timeout_s * iterations
         start = time.perf_counter()
         supervised = supervise(
             lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s),
@@ -276,35 +292,50 @@ class AdbBoard:
         )
         result = supervised.value
         exec_s = time.perf_counter() - start
-        timed_out = supervised.deadline_hit
+        parts = result.stderr.split(INVOCATION_MARKER + "\n")
+        if result.returncode != 0 and len(parts) == 1:
+            raise InfraError(
+                f"{self.name}: the run shell's setup in {case_dir} failed (exit {result.returncode}): "
+                f"{_last_line(result.stderr + result.stdout)}"
+            )
+        logs = tuple(parse_log(part) for part in parts[1:])
+        timed_out = supervised.deadline_hit or (
+            result.returncode in BACKSTOP_STATUSES and exec_s >= backstop_s
+        )
+        if result.returncode != 0 and logs and not timed_out:
+            trouble = board_fault(logs[-1], result.returncode)
+            if trouble is not None:
+                raise InfraError(f"{self.name}: {trouble}")
 
         start = time.perf_counter()
         outputs: list[Path | None] = []
-        statistics: bytes | None = None
+        statistics: list[bytes | None] = []
         if result.returncode == 0:
             names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
-            remotes = [posixpath.join(case_dir, name) for name in [*names, "statistics.txt"]]
+            names += [f"statistics_{i}.txt" for i in range(iterations)]
+            remotes = [posixpath.join(case_dir, name) for name in names]
             try:
                 pulled = pull_files(self.device, remotes, timeout=self.idle_timeout_s)
             except ADB_ERRORS as exc:
                 raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
             host_out.mkdir(parents=True, exist_ok=True)
-            for remote in remotes[:-1]:
+            for remote in remotes[: len(artifact.outputs)]:
                 data = pulled[remote]
                 local = host_out / posixpath.basename(remote)
                 if data is not None:
                     local.write_bytes(data)
                 outputs.append(local if data is not None else None)
-            statistics = pulled[remotes[-1]]
+            statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start
         return Execution(
             exit_code=result.returncode,
             stdout=result.stdout,
             stderr=result.stderr,
             timed_out=timed_out,
+            logs=logs,
             outputs=tuple(outputs),
             timings_s={"push": round(push_s, 4), "exec": round(exec_s, 4), "pull": round(pull_s, 4)},
-            latency_ms=_latency(result.stderr, statistics),
+            latency_ms=_latency(logs, statistics, warmup),
         )
 
     def _kill_runner(self, case_dir: str) -> None:
@@ -345,15 +376,26 @@ class AdbBoard:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
 
 
-def _latency(stderr: str, statistics: bytes | None) -> dict[str, Any] | None:
-    """`init`/`load`/`first`/`avg` from the last `statistics.txt`, and one sample per runner
-    timing line (`1 inference took X ms`)."""
-    latency: dict[str, Any] = {}
-    if statistics is not None:
-        text = statistics.decode("utf-8", errors="replace")
-        for key, value in _STAT_LINE.findall(text):
-            latency["first" if key == "1st" else key] = float(value)
-    samples = [float(took) / int(count) for count, took, _avg in _TIMING.findall(stderr)]
-    if samples:
-        latency.update(latency_stats(samples))
-    return latency or None
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def _latency(
+    logs: Sequence[RunnerLog], statistics: Sequence[bytes | None], warmup: int
+) -> dict[str, Any] | None:
+    """The latency record of a case's runner invocations (each `--warm_up W
+    --num_executions 1`): `init`, `load`, `first` (the 1st run after the warm-ups) from the
+    first invocation's `statistics.txt`; one steady-state sample per invocation, the run after
+    its 1st (the timing line's total / N); `runner_avg`, each invocation's own statistics
+    `avg` = (1st + N runs) / (N + 1); `warmup`, the warm-ups before each 1st."""
+    samples = [total / runs for runs, total, _avg in (log.timing for log in logs if log.timing) if runs]
+    if not samples and not any(statistics):
+        return None
+    parsed = [parse_statistics(data) for data in statistics]
+    latency: dict[str, Any] = {key: parsed[0][key] for key in ("init", "load", "first")
+                               if parsed and key in parsed[0]}
+    latency["runner_avg"] = [stats["avg"] for stats in parsed if "avg" in stats]
+    latency["warmup"] = warmup
+    latency.update(latency_stats(samples))
+    return latency

@@ -12,6 +12,7 @@ boards:
       on: [usbrelay, BITFT_1=1]
       cycle: [pdu-ctl, cycle, "3"]    # optional: default off, wait, on
     tags: [lab-a, nightly]        # optional
+    runner_profile: hil           # optional: upstream | hil (what its runner can execute)
   - name: e9965-b
     adb: 192.168.1.50:5555
     chipset: E9965
@@ -36,12 +37,13 @@ import yaml
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
 from hil.errors import UsageError, Where
+from hil.runner.profiles import PROFILES
 
 CHIPSETS = ("E9955", "E9965")
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
 _CONSOLE_SCHEMES = ("socket://", "rfc2217://")
-_FIELDS = {"name", "adb", "chipset", "console", "console_baud", "power", "tags"}
+_FIELDS = {"name", "adb", "chipset", "console", "console_baud", "power", "tags", "runner_profile"}
 _POWER_COMMANDS = ("on", "off", "cycle")
 _RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
 
@@ -66,6 +68,8 @@ class InventoryEntry:
     """Free-form labels."""
     virtual: bool = False
     """A virtual board that hil starts and stops (`--board virtual`)."""
+    runner_profile: str | None = None
+    """What its runner can execute (`hil/runner/profiles.py`); None: learnt otherwise."""
 
     @property
     def network(self) -> bool:
@@ -134,9 +138,12 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise where.error("tags", "expected a list of strings")
+    runner_profile = _text(where, item, "runner_profile", required=False)
+    if runner_profile is not None and runner_profile not in PROFILES:
+        raise where.error("runner_profile", f"{runner_profile!r}: expected one of {', '.join(PROFILES)}")
     return InventoryEntry(
         name=name, adb=adb, chipset=chipset, console=console, console_baud=baud,
-        power=_power(where, item.get("power")), tags=tuple(tags),
+        power=_power(where, item.get("power")), tags=tuple(tags), runner_profile=runner_profile,
     )
 
 

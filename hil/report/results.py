@@ -22,7 +22,9 @@ SCHEMA = "exynos-hil/results"
 VERSION = 1
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
-FINAL_STATUSES = ("complete", "interrupted")
+FINAL_STATUSES = ("complete", "interrupted", "refused")
+"""How a run ended: every case ran; SIGINT/SIGTERM; or refused before lowering (bad usage,
+e.g. a flow some board's runner cannot execute: exit 3)."""
 VIRTUAL_NOTE = "VIRTUAL: ExecuTorch host runtime, no NPU"
 
 _CONTROL = re.compile(

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from hil.errors import InfraError, UsageError
+from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.protocol import DEVICE_MAXDATA
 
 log = logging.getLogger(__name__)
@@ -178,12 +179,19 @@ def _host_python_roots() -> list[Path]:
 class Device:
     """The virtual board's device side: filesystem, properties, log and shell sandbox."""
 
-    def __init__(self, root: Path, chipset: str, serial: str, vendor_lib: bool = True) -> None:
+    def __init__(
+        self, root: Path, chipset: str, serial: str, vendor_lib: bool = True,
+        runner_profile: str = DEFAULT_VIRTUAL_PROFILE,
+    ) -> None:
         self.chipset = chipset
         self.serial = serial
         self.vendor_lib = vendor_lib
         """Whether `/vendor/lib64/libenn_public_api_cpp.so` exists (without it the runner
         segfaults, as on a real board)."""
+        self.runner_profile = profile_named(runner_profile)
+        """The runner binary this board imitates: what its runner refuses to load."""
+        self.readonly_data = False
+        """Shells see `/data` read-only (the `readonly-data` fault)."""
         self.root = root.resolve()
         self.fs = self.root / "fs"
         self.run_dir = self.root / "run"
@@ -215,6 +223,7 @@ class Device:
             "ro.serialno": serial,
             "ro.hil.virtual": "1",
             "ro.hil.virtual.chipset": chipset,
+            VIRTUAL_PROFILE_PROPERTY: self.runner_profile.name,
             "sys.boot_completed": "0",
         }
 
@@ -349,7 +358,7 @@ class Device:
         argv = [
             self._bwrap,
             "--ro-bind", str(self.fs), "/",
-            "--bind", str(self.fs / "data"), "/data",
+            "--ro-bind" if self.readonly_data else "--bind", str(self.fs / "data"), "/data",
         ]
         for host in _HOST_READ_ONLY:
             path = Path(host)

@@ -14,7 +14,8 @@ A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPE
 | `hang` | the runner never finishes (until it is killed) | |
 | `truncate-output` | the runner exits 0 but its output files are cut to half | |
 | `missing-output` | the runner exits 0 but writes no output file | |
-| `storage-full` | a push fails with "No space left on device" | `path` |
+| `storage-full` | a push (`on=push`) or the runner's output writes (`on=exec`) fail: ENOSPC | `on`, `path` |
+| `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
 | `slow` | every adb message the board sends is delayed (state) | `delay` seconds (default 0.05) |
@@ -41,7 +42,7 @@ BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow")
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data")
 """Faults that hold until cleared rather than fire on an event."""
 KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
 
@@ -58,14 +59,17 @@ _KEYS = {
     "hang": {"after", "times"},
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
-    "storage-full": {"path", "after", "times"},
+    "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
     "slow": {"delay"},
+    "readonly-data": set(),
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
                   "missing-output": "exec", "storage-full": "push", "freeze": "exec",
                   "reboot": "exec", "panic": "exec"}
+_EVENTS_OF = {"storage-full": ("push", "exec")}
+"""Events a runner or storage fault may fire on, where there is a choice."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,8 @@ def parse_fault(spec: str) -> Fault:
     fields: dict[str, object] = {"kind": kind}
     if kind not in STATE_KINDS:
         on = values.get("on", _DEFAULT_EVENT.get(kind, ""))
-        allowed_events = (*EVENTS, "now") if kind in BOARD_KINDS else (_DEFAULT_EVENT[kind],)
+        default_events = (*EVENTS, "now") if kind in BOARD_KINDS else (_DEFAULT_EVENT[kind],)
+        allowed_events = _EVENTS_OF.get(kind, default_events)
         if on not in allowed_events:
             raise UsageError(
                 f"--fault {spec!r}: on={on or '?'}: expected one of {', '.join(allowed_events)}"

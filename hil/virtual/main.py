@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from hil.errors import InfraError, UsageError
+from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, PROFILES
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
@@ -66,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`echo 'fault SPEC' > ROOT/run/control`",
     )
     parser.add_argument(
+        "--runner-profile", default=DEFAULT_VIRTUAL_PROFILE, metavar="|".join(PROFILES),
+        help="the runner binary the board imitates: upstream (ENN + portable kernels, what "
+        "backends/samsung/build.sh builds) refuses XNNPACK programs and quantized kernels; "
+        f"hil runs the host flows too (default: {DEFAULT_VIRTUAL_PROFILE})",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -83,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
-    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib)
+    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
+                    runner_profile=args.runner_profile)
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -120,7 +128,8 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f"{console} (VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
+        f"{console} runner_profile={device.runner_profile.name} "
+        "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
     try:
