@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="artifact cache (default: $HIL_CACHE_DIR or ~/.cache/exynos-hil/artifacts)")
     run.add_argument("--virtual-link", default="none", metavar="none|usb2|usb3",
                      help="shape the virtual boards' adb link like a USB cable (default: none)")
-    run.add_argument("--runner", metavar="PATH",
-                     help="enn_executor_runner for real boards (virtual boards bring their own)")
+    run.add_argument("--runner", metavar="PATH", default=os.environ.get("HIL_RUNNER"),
+                     help="enn_executor_runner for real boards (default: $HIL_RUNNER, which the "
+                          "exynos image sets; virtual boards bring their own)")
     run.add_argument("--runner-profile", metavar="upstream|hil",
                      help="what every board's runner can execute: upstream (ENN + portable "
                           "kernels) or hil (+ XNNPACK and quantized kernels); also the profile "
@@ -229,7 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile_named(args.runner_profile)
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
-        raise UsageError(f"--runner: file not found: {runner}")
+        raise UsageError(f"--runner (or $HIL_RUNNER): file not found: {runner}")
     out = Path(args.out)
 
     from hil.report.console import render_table
