@@ -30,7 +30,7 @@ def hil_run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path, P
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    return hil_run(tmp_path_factory.mktemp("smoke"), "--suite", "smoke")
+    return hil_run(tmp_path_factory.mktemp("smoke"), "--suite", "smoke", "--iterations", "3", "--warmup", "1")
 
 
 def test_smoke_on_a_virtual_board_passes(smoke_run):
@@ -45,8 +45,14 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
         assert case["verdict"] == "PASS", case
         assert case["board"] == "virtual-0"
         assert case["outputs"] and all(o["ok"] for o in case["outputs"])
-        assert case["latency_ms"]["avg"] >= 0
+        latency = case["latency_ms"]
+        # 3 invocations, each: 1 warm-up, its 1st run, then the timed sample (tests/runner)
+        assert (latency["n"], len(latency["samples"]), len(latency["runner_avg"]), latency["warmup"]) == (3, 3, 3, 1)
+        assert latency["first"] > 0 and latency["init"] >= 0 and latency["load"] > 0
         assert "VIRTUAL" in case["logs"]["runner"]
+    board = doc["run"]["boards"][0]
+    assert board["runner_profile"] == {"name": "hil", "source": "virtual board",
+                                       "description": board["runner_profile"]["description"]}
     assert "VIRTUAL" in done.stdout
 
 

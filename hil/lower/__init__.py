@@ -76,7 +76,7 @@ def _flatten(outputs: Any) -> list[torch.Tensor]:
         if not isinstance(leaf, torch.Tensor):
             raise LoweringFailed(
                 Verdict.FAIL_LOWER,
-                f"output {index} is a {type(leaf).__name__}, not a tensor: enn_executor_runner "
+                f"output {index} is of type {type(leaf).__name__}, not a tensor: enn_executor_runner "
                 "calls toTensor() on every output and would abort",
             )
     return leaves

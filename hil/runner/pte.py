@@ -118,13 +118,13 @@ class ProgramInfo:
         for index, kind in enumerate(self.output_kinds):
             if kind != "Tensor":
                 problems.append(
-                    f"output {index} is a {kind}, not a tensor: the runner calls toTensor() on "
+                    f"output {index} is of type {kind}, not a tensor: the runner calls toTensor() on "
                     "every output (enn_executor_runner.cpp) and aborts"
                 )
         for index, kind in enumerate(self.input_kinds):
             if kind != "Tensor":
                 problems.append(
-                    f"input {index} is a {kind}, not a tensor: the runner feeds only raw tensor files"
+                    f"input {index} is of type {kind}, not a tensor: the runner feeds only raw tensor files"
                 )
         if self.method_allocator_min_bytes > METHOD_ALLOCATOR_BYTES:
             problems.append(
