@@ -57,6 +57,7 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
         "board.virtual": _flag(info.get("virtual")) if info else None,
         "board.adb": info.get("adb"),
         "board.chipset": info.get("chipset"),
+        "board.runner_profile": (info.get("runner_profile") or {}).get("name"),
         **{f"board.{prop}": (info.get("properties") or {}).get(prop) for prop in FIRMWARE_PROPS},
         "chipset": run.get("chipset"),
         "flow": run.get("flow"),
