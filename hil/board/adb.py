@@ -31,7 +31,7 @@ from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
-from hil.report.stats import latency_stats
+from hil.latency import latency_stats
 from hil.runner.contract import (
     STATISTICS_FILE,
     RunnerLog,

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from hil.latency import LATENCY_KEYS
 from hil.report.results import (
     case_key,
     clean_text,
@@ -21,7 +22,7 @@ from hil.report.results import (
     worst_abs_error,
     worst_first,
 )
-from hil.report.stats import LATENCY_KEYS, latency_of
+from hil.report.stats import latency_of
 from hil.verdict import Verdict
 
 SUMMARY_LIMIT_BYTES = 1024 * 1024 - 1024

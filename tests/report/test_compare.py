@@ -10,9 +10,9 @@ from PIL import Image
 
 from hil.cli import main
 from hil.errors import UsageError
+from hil.latency import latency_stats
 from hil.report.compare import compare_results, parse_threshold
 from hil.report.results import load_results, save_results
-from hil.report.stats import latency_stats
 
 from . import case, sample_results
 

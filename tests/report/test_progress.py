@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from hil.latency import latency_stats
 from hil.report.progress import PlainProgress, RichProgress, format_record, make_progress
-from hil.report.stats import latency_stats
 
 from . import CASES, case
 

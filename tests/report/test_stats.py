@@ -8,7 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from hil.report.stats import format_latency, latency_of, latency_stats
+from hil.latency import latency_stats
+from hil.report.stats import format_latency, latency_of
 
 from . import case
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.report.stats import latency_stats
+from hil.latency import latency_stats
 from hil.report.summary import SUMMARY_LIMIT_BYTES, render_summary
 
 from . import case, sample_results
