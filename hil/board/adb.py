@@ -71,8 +71,11 @@ ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSErro
 CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 """Where the chipset is read from, in order of trust."""
 
-BACKSTOP_STATUSES = (124, 137)
-"""What `timeout -s KILL` exits with when it killed the runner (toybox, coreutils)."""
+BACKSTOP_STATUS = 124
+"""What `timeout` (toybox, coreutils) exits with when its time ran out and its TERM ended the
+runner: the board-side backstop fired. (A runner killed by anyone else exits 128+N.)"""
+BACKSTOP_KILL_AFTER_S = 2
+"""Seconds the backstop waits after its TERM before it sends KILL."""
 
 
 def safe_name(name: str, what: str) -> str:
@@ -265,10 +268,12 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        backstop_s = int(self.timeout_s + 2 * self.idle_timeout_s)
+        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
+        # invocation that outlives it anyway (the kill failed, the host lost track) before the
+        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
+        backstop_s = self.timeout_s + self.idle_timeout_s / 2
         invocation = [
-            # a backstop only: the host kills the runner by PID at its deadline
-            "timeout", "-s", "KILL", str(backstop_s),
+            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
             "sh", "-c", _INVOKE, "sh",
             RUNNER_PATH,
             "--model", "model.pte",
@@ -299,9 +304,7 @@ class AdbBoard:
                 f"{_last_line(result.stderr + result.stdout)}"
             )
         logs = tuple(parse_log(part) for part in parts[1:])
-        timed_out = supervised.deadline_hit or (
-            result.returncode in BACKSTOP_STATUSES and exec_s >= backstop_s
-        )
+        timed_out = supervised.deadline_hit or result.returncode == BACKSTOP_STATUS
         if result.returncode != 0 and logs and not timed_out:
             trouble = board_fault(logs[-1], result.returncode)
             if trouble is not None:
