@@ -25,17 +25,10 @@ from hil.virtual import runner_front
 from hil.virtual.executor import WarmExecutor
 from hil.virtual.runner import BANNER
 
+from . import TwoInputs
+
 WORKDIR = "/data/local/tmp/t"
 TIMING_RE = re.compile(rb"(\d+) inference took (\d+\.\d{6}) ms, avg (\d+\.\d{6}) ms$", re.M)
-
-
-class TwoInputs(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(self.linear(x)) * y, x.sum()
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from hil.runner.contract import Stage, parse_log
 from hil.runner.profiles import PROFILES
 from hil.virtual.runner import BANNER, RunnerFaults, RunnerResult, execute_request
 
+from . import TwoInputs
+
 pytestmark = pytest.mark.slow  # lowering the programs takes ~20 s once per module
 
 WORKDIR = "/data/local/tmp/t"
@@ -37,15 +39,6 @@ class Counter(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls.add_(1.0)
         return x * 0.0 + self.calls
-
-
-class TwoInputs(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(self.linear(x)) * y, x.sum()
 
 
 class Lookup(torch.nn.Module):
