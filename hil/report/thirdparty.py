@@ -48,7 +48,7 @@ def third_party_to_file(path: Path) -> Iterator[TextIO]:
     sys.stderr.flush()
     saved = os.dup(2)
     console = os.fdopen(os.dup(saved), "w", buffering=1, encoding="utf-8", errors="replace")
-    sink = path.open("ab", buffering=0)
+    sink = path.open("ab", buffering=0)  # O_APPEND: shared with `records` below
     os.dup2(sink.fileno(), 2)
     root = logging.getLogger()
     moved: list[tuple[logging.StreamHandler, TextIO]] = []
@@ -57,7 +57,8 @@ def third_party_to_file(path: Path) -> Iterator[TextIO]:
         if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
             moved.append((handler, handler.setStream(console)))
             handler.addFilter(console_filter)
-    file_handler = logging.StreamHandler(sys.stderr)  # fd 2: the file, for now
+    records = path.open("a", encoding="utf-8", errors="replace", buffering=1)
+    file_handler = logging.StreamHandler(records)
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     file_handler.addFilter(file_filter)
     root.addHandler(file_handler)
@@ -73,5 +74,6 @@ def third_party_to_file(path: Path) -> Iterator[TextIO]:
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
+        records.close()
         sink.close()
         console.close()
