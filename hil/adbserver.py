@@ -40,6 +40,11 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5037
 DEFAULT_SERVER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 """Where a host's own adb server listens unless told otherwise (adb's default)."""
+OWN_SERVER = "own"
+"""`--adb-server own`: hil's private server for every board, USB boards included; only right
+where no other server runs (a container with the USB bus, `hil replicate --access usb`)."""
+CHOICE_ENV = "HIL_ADB_SERVER"
+"""The environment's `--adb-server` (set by `hil replicate --access usb` to `own`)."""
 _SERVER = re.compile(r"^([A-Za-z0-9.-]{1,253}):(\d{1,5})$")
 _RESERVED_PORTS = {DEFAULT_PORT, *range(5554, 5586)}
 """The default server port and the emulator ports a starting server probes."""
@@ -84,6 +89,17 @@ def parse_server(text: str, flag: str) -> str:
     if match is None or not 1 <= int(match.group(2)) <= 65535:
         raise UsageError(f"{flag}: {text!r} is not an adb server HOST:PORT")
     return text
+
+
+def server_choice(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """Which adb server the boards hil does not start belong to: `--adb-server`, else
+    HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT (adb's own variables); `HOST:PORT`,
+    OWN_SERVER, or None (decided per board). UsageError naming the source when malformed."""
+    environ = os.environ if environ is None else environ
+    for value, source in ((flag, "--adb-server"), (environ.get(CHOICE_ENV), CHOICE_ENV)):
+        if value:
+            return OWN_SERVER if value == OWN_SERVER else parse_server(value, source)
+    return lab_server_from_env(environ)
 
 
 def lab_server_from_env(environ: Mapping[str, str] | None = None) -> str | None:

@@ -54,18 +54,20 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_adb_server(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--adb-server", metavar="HOST:PORT",
+    parser.add_argument("--adb-server", metavar="HOST:PORT|own",
                         help="the lab's adb server to use (only as a client: hil starts, kills "
-                             "and restarts none) for every board hil does not start; default: "
-                             "ANDROID_ADB_SERVER_HOST/PORT when set, else the host's server "
-                             "127.0.0.1:5037 for USB boards and a private one for HOST:PORT")
+                             "and restarts none) for every board hil does not start; own: hil's "
+                             "private server for all, USB too (no other server may run); "
+                             "default: $HIL_ADB_SERVER, ANDROID_ADB_SERVER_HOST/PORT, else the "
+                             "host's server 127.0.0.1:5037 for USB boards and a private one "
+                             "for HOST:PORT")
 
 
 def _lab_server(flag: str | None) -> str | None:
-    """`--adb-server`, else ANDROID_ADB_SERVER_HOST/PORT, else None; validated."""
-    from hil.adbserver import lab_server_from_env, parse_server
+    """`--adb-server`, else HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT; validated."""
+    from hil.adbserver import server_choice
 
-    return parse_server(flag, "--adb-server") if flag else lab_server_from_env()
+    return server_choice(flag)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -343,10 +343,13 @@ class RunSpec:
     @property
     def fixed_env(self) -> dict[str, str]:
         """Literal variables: HOME for a user the image does not know; in `host-adb` mode
-        the host's adb server when the host's environment names none."""
+        the host's adb server when the host's environment names none; in `usb` mode hil's
+        own server for every board (`hil.adbserver.OWN_SERVER`)."""
         env = {} if self.user[0] == IMAGE_USER_UID else {"HOME": "/tmp"}  # noqa: S108 - in the container
         if self.access == "host-adb" and not any(os.environ.get(name) for name in ADB_ENV):
             env["ANDROID_ADB_SERVER_PORT"] = HOST_ADB_SERVER_PORT
+        if self.access == "usb":
+            env["HIL_ADB_SERVER"] = "own"  # the container's server owns the USB bus
         return env
 
     @property

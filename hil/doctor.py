@@ -131,7 +131,7 @@ def _adb_devices(host: str, port: int) -> list[str] | None:
 def check_adb(lab_server: str | None = None) -> Check:
     from adbutils._utils import adb_path
 
-    from hil.adbserver import DEFAULT_SERVER, lab_server_from_env, parse_server
+    from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, server_choice
 
     try:
         path = adb_path()
@@ -141,7 +141,11 @@ def check_adb(lab_server: str | None = None) -> Check:
         return Check("adb", False, f"adb does not run: {exc}", "apt-get install adb")
     label = first[1] if len(first) > 1 else (first[0] if first else "version unknown")
     client = f"{path} ({label.strip()})"
-    lab = parse_server(lab_server, "--adb-server") if lab_server else lab_server_from_env()
+    lab = server_choice(lab_server)
+    if lab == OWN_SERVER:
+        return Check("adb", True, f"{client}; --adb-server own: hil starts its own server for "
+                     "every board, USB boards included (right only where no other adb server "
+                     "runs, e.g. a container with the USB bus)")
     address = lab or DEFAULT_SERVER
     host, _, port = address.rpartition(":")
     protocol = _adb_server_version(host, int(port))
@@ -241,7 +245,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runner", metavar="PATH",
                         help="enn_executor_runner to check (default: $HIL_RUNNER)")
     parser.add_argument("--adb-server", metavar="HOST:PORT",
-                        help="the lab's adb server to look at (default: "
+                        help="the lab's adb server to look at (default: $HIL_ADB_SERVER, "
                              "ANDROID_ADB_SERVER_HOST/PORT, else 127.0.0.1:5037)")
     parser.add_argument("--require", action="append", default=[], metavar="NAME[,NAME]",
                         help=f"components that must be ok (default: {','.join(DEFAULT_REQUIRED)}); "

@@ -3,7 +3,9 @@
 ```
 virtual board (hil starts it)            -> hil's private server (started on first use)
 entry.adb_server / SERIAL@HOST:PORT      -> that lab server (hil is only its client)
---adb-server / ANDROID_ADB_SERVER_*      -> that lab server, for every other board
+--adb-server / HIL_ADB_SERVER /
+ANDROID_ADB_SERVER_*                     -> that lab server, for every other board
+--adb-server own                         -> hil's private server, for every other board
 otherwise: a network board (HOST:PORT)   -> hil's private server (it `adb connect`s it)
            a USB board (a serial)        -> the host's own server, 127.0.0.1:5037
 ```
@@ -20,7 +22,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from hil.adbserver import DEFAULT_SERVER, AdbServer, LabAdbServer
+from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, AdbServer, LabAdbServer
 from hil.board.inventory import InventoryEntry
 from hil.board.lease import board_key
 from hil.board.recovery import ServerKeeper
@@ -34,8 +36,8 @@ class BoardServers:
 
     def __init__(self, lab_default: str | None = None, socket_timeout: float | None = 30.0) -> None:
         self.lab_default = lab_default
-        """`--adb-server` (or ANDROID_ADB_SERVER_HOST/PORT): the server of every board that
-        hil does not start itself and whose entry names none."""
+        """`--adb-server` (`hil.adbserver.server_choice`): the server of every board that
+        hil does not start itself and whose entry names none; `own`: the private one."""
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()
         self._private: AdbServer | None = None
@@ -53,6 +55,8 @@ class BoardServers:
             return None
         if entry.adb_server:
             return entry.adb_server
+        if self.lab_default == OWN_SERVER:
+            return None
         if self.lab_default:
             return self.lab_default
         return None if entry.network else DEFAULT_SERVER

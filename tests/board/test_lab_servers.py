@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hil.adbserver import LabAdbServer
+from hil.adbserver import LabAdbServer, server_choice
 from hil.board.inventory import InventoryEntry, from_specs, load_inventory
 from hil.board.servers import BoardServers
 from hil.board.spec import parse_boards
@@ -63,6 +63,12 @@ def test_usb_boards_never_go_to_a_private_server() -> None:
     assert lab.address_for(virtual) is None  # a virtual board hil starts stays private
     named = InventoryEntry(name="x", adb="R3CX40", adb_server="other:5037")
     assert lab.address_for(named) == "other:5037"
+    own = BoardServers(server_choice(None, {"HIL_ADB_SERVER": "own"}))  # --access usb
+    assert own.address_for(usb) is own.address_for(network) is None
+    assert server_choice(None, {"ANDROID_ADB_SERVER_PORT": "5038"}) == "127.0.0.1:5038"
+    assert server_choice("lab:1", {"HIL_ADB_SERVER": "own"}) == "lab:1"  # the flag wins
+    with pytest.raises(UsageError, match="HIL_ADB_SERVER: 'nope' is not an adb server"):
+        server_choice(None, {"HIL_ADB_SERVER": "nope"})
 
 
 def test_a_lab_server_that_does_not_answer_is_an_infra_error_and_is_never_started() -> None:
