@@ -25,7 +25,6 @@ Entries are plain validated records (what a board is); the drivers in `adb.py`,
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
 from collections.abc import Sequence
@@ -231,7 +230,7 @@ def select_boards(
 
 def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:
     """Inventory entries for `--board` specs: named `virtual-<i>` for virtual boards, by
-    their adb id otherwise."""
+    their adb id (`@SERVER` when given) otherwise."""
     entries = []
     virtual_index = 0
     for spec in specs:
@@ -239,6 +238,6 @@ def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:
             entries.append(InventoryEntry(name=f"virtual-{virtual_index}", adb="", virtual=True))
             virtual_index += 1
         else:
-            entry = InventoryEntry(name=spec.adb, adb=spec.adb, adb_server=spec.adb_server)
-            entries.append(dataclasses.replace(entry, name=entry.key))
+            name = f"{spec.adb}@{spec.adb_server}" if spec.adb_server else spec.adb
+            entries.append(InventoryEntry(name=name, adb=spec.adb, adb_server=spec.adb_server))
     return entries

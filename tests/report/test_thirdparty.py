@@ -31,7 +31,7 @@ def test_third_party_lines_go_to_the_file_and_hil_lines_stay(tmp_path: Path, cap
     try:
         with third_party_to_file(log_file):
             logging.getLogger("hil.run").warning("hil line: board busy")
-            logging.getLogger("torch.export").warning("foreign logger line")
+            logging.getLogger("some_library.module").warning("foreign logger line")
             warnings.warn("python warning line", DeprecationWarning, stacklevel=1)
             os.write(2, b"C-level line\n")
             subprocess.run([sys.executable, "-c", "import torchao"], check=True, timeout=300)
