@@ -123,6 +123,7 @@ def test_boards_on_two_servers_share_one_run(lab, tmp_path: Path) -> None:
     cases = results["cases"]
     assert {c["verdict"] for c in cases} == {"PASS"} and len(cases) == 7
     assert {c["board"] for c in cases} == {"on-one", "on-two"}  # spread over both servers
+    print("cases per board:", {b: sum(c["board"] == b for c in cases) for b in ("on-one", "on-two")})
     boards = {b["name"]: b for b in results["run"]["boards"]}
     assert boards["on-one"]["adb_server"] == one.address
     assert boards["on-two"]["adb_server"] == two.address
@@ -135,8 +136,8 @@ def test_boards_on_two_servers_share_one_run(lab, tmp_path: Path) -> None:
 def test_hil_disconnects_only_the_boards_it_connected(lab, tmp_path: Path) -> None:
     one, two, b1, b2 = lab["one"], lab["two"], lab["b1"], lab["b2"]
     done = hil("run", "--adb-server", one.address, "--board", b1.address, "--board", b2.address,
-               "--suite", str(REPO / "tests" / "fixtures" / "tiny.yaml"),
-               "--out", str(tmp_path / "out"))
+               "--suite", str(REPO / "tests" / "fixtures" / "tiny.yaml"), "--flow", "portable",
+               "--out", str(tmp_path / "out"))  # tiny/portable: the fault tests' cached artifacts
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert {c["board"] for c in results["cases"]} <= {b1.address, b2.address}

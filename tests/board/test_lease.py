@@ -150,6 +150,9 @@ def test_a_second_run_waits_for_the_board_and_never_overlaps(slow_b1, tmp_path: 
     assert board["lease"]["waited_s"] > 0
     # no case of one overlaps a case of the other (ISO 8601 UTC stamps sort as time)
     assert max(c["finished"] for c in one["cases"]) < min(c["started"] for c in two["cases"])
+    print(f"second run waited {board['lease']['waited_s']} s; first's last case finished "
+          f"{max(c['finished'] for c in one['cases'])}, second's first started "
+          f"{min(c['started'] for c in two['cases'])}")
 
 
 @pytest.mark.slow
