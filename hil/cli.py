@@ -23,6 +23,8 @@ from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 FLOW_CHOICES = ("auto", "enn", "xnnpack", "portable")
 CHIPSET_CHOICES = ("E9955", "E9965")
+DEFAULT_BOARD_WAIT_S = 600.0
+"""`--board-wait` default: how long a run waits for a board another run holds."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +51,23 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                              "else xnnpack)")
     parser.add_argument("--chipset", default="E9955", metavar="|".join(CHIPSET_CHOICES),
                         help="target Exynos chipset (default: E9955)")
+
+
+def _add_adb_server(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--adb-server", metavar="HOST:PORT|own",
+                        help="the lab's adb server to use (only as a client: hil starts, kills "
+                             "and restarts none) for every board hil does not start; own: hil's "
+                             "private server for all, USB too (no other server may run); "
+                             "default: $HIL_ADB_SERVER, ANDROID_ADB_SERVER_HOST/PORT, else the "
+                             "host's server 127.0.0.1:5037 for USB boards and a private one "
+                             "for HOST:PORT")
+
+
+def _lab_server(flag: str | None) -> str | None:
+    """`--adb-server`, else HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT; validated."""
+    from hil.adbserver import server_choice
+
+    return server_choice(flag)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "kernels) or hil (+ XNNPACK and quantized kernels); also the profile "
                           "of the virtual boards hil starts (default: learnt per board: the "
                           "inventory, the virtual board, the runner's .profile.json, else upstream)")
+    _add_adb_server(run)
+    run.add_argument("--board-wait", type=float, default=DEFAULT_BOARD_WAIT_S, metavar="S",
+                     help="wait this long for a board another run holds, then leave it out "
+                          f"(default: {DEFAULT_BOARD_WAIT_S:g})")
 
     lower = sub.add_parser("lower", help="lower cases to artifacts only (no board)")
     _add_selection(lower)
@@ -141,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="enn_executor_runner to compare with the installed one")
     boards.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
                         help="how long to wait for a board (default: 30)")
+    _add_adb_server(boards)
 
     doctor = sub.add_parser("doctor", help="SDK, adb, ExecuTorch, runner, bwrap, docker: "
                                            "found / missing / how to fix")
@@ -220,6 +244,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value < (0 if name in ("retries", "warmup") else 1):
             raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
+    if args.board_wait < 0:
+        raise UsageError(f"--board-wait: {args.board_wait} is out of range")
+    adb_server = _lab_server(args.adb_server)
     inventory = _inventory(args.inventory)
     entries = _board_entries(inventory, args.board)
     boards = [] if inventory else parse_boards(args.board)
@@ -237,6 +264,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from hil.report.github import in_github_actions
     from hil.report.junit import write_junit
     from hil.report.progress import make_progress
+    from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
+    from hil.report.thirdparty import third_party_to_file
     from hil.run import Run, RunOptions
     from hil.verdict import Verdict, exit_code
 
@@ -253,6 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         virtual_link=_choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
+        adb_server=adb_server, board_wait_s=args.board_wait,
     )
 
     def announce(flow: str, reason: str) -> None:
@@ -265,13 +295,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     progress = make_progress(len(cases))
     try:
-        the_run = Run(options, on_record=progress.on_record, on_flow=announce)
+        the_run = Run(options, on_record=progress.on_record, on_lowered=progress.on_lowered,
+                      on_flow=announce)
     except BaseException:
         progress.close()  # leave no progress bar on the terminal
         raise
     interrupted = False
+    third_party = out / THIRD_PARTY_LOG
     try:
-        the_run.execute()
+        with third_party_to_file(third_party):
+            the_run.execute()
     except KeyboardInterrupt:
         interrupted = True
     except UsageError:
@@ -285,6 +318,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if in_github_actions():
         _emit_github(results)
     sys.stdout.write(f"JUnit: {options.junit_path}\nresults: {options.results_path}\n")
+    if third_party.is_file() and third_party.stat().st_size:
+        sys.stdout.write(f"third-party warnings: {third_party}\n")
     if interrupted:
         sys.stderr.write("hil: interrupted; results so far are written\n")
         return EXIT_INTERRUPTED
@@ -325,8 +360,9 @@ def cmd_boards(args: argparse.Namespace) -> int:
     if not inventory and not args.board:
         raise UsageError("hil boards: name the boards with --inventory FILE or --board SPEC")
     entries = _board_entries(inventory, args.board)
-    reports = preflight(entries, args.check, args.chipset, runner, args.idle_timeout)
-    sys.stdout.write(render(reports))
+    reports, servers = preflight(entries, args.check, args.chipset, runner, args.idle_timeout,
+                                 _lab_server(args.adb_server))
+    sys.stdout.write(render(reports) + servers)
     return EXIT_INFRA if any(report.problems for report in reports) else 0
 
 

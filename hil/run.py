@@ -86,6 +86,11 @@ class RunOptions:
     runner_profile: str | None = None
     """`--runner-profile`: what every board's runner can execute (hil/runner/profiles.py);
     None: learnt per board. Also the profile of the virtual boards hil starts."""
+    adb_server: str | None = None
+    """`--adb-server` (or ANDROID_ADB_SERVER_*): the lab server of the boards hil does not
+    start; None: hil.board.servers decides per board."""
+    board_wait_s: float = 0.0
+    """How long to wait for a board another run holds (its lease) before leaving it out."""
 
 
 @dataclass
@@ -109,6 +114,11 @@ def new_run_id() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_ms() -> str:
+    """UTC with milliseconds: case start/end stamps, to order cases of concurrent runs."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _git_sha() -> str | None:
@@ -168,6 +178,8 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "checker": None,
         "logs": {},
         "tags": list(case.tags),
+        "started": None,
+        "finished": None,
     }
     record.update(fields)
     return record
@@ -180,12 +192,17 @@ class Run:
         self,
         options: RunOptions,
         on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_lowered: Callable[[Any], None] | None = None,
         on_flow: Callable[[str, str], None] | None = None,
     ) -> None:
+        from hil.board.lease import Lease
+        from hil.board.servers import BoardServers
         from hil.report.results import ResultsWriter
 
         self.options = options
         self.on_record = on_record
+        self.on_lowered = on_lowered
+        """Called with each `hil.lower.pool.Lowering` as it arrives (progress)."""
         self.on_flow = on_flow
         """Called with the chosen flow and why, once the boards are up."""
         self.flow: str | None = None
@@ -208,6 +225,7 @@ class Run:
             "git_sha": _git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}",
             "boards": [],
+            "usable_boards": None,
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.writer = ResultsWriter(options.results_path, self.meta)
@@ -224,8 +242,10 @@ class Run:
         self._recoveries: dict[str, Any] = {}
         self._runners: dict[str, BoardRunner] = {}
         """Live board name -> what its runner can execute."""
-        self.keeper: Any = None
-        """The ServerKeeper that restarts the run's adb server when it dies."""
+        self._usable = 0
+        self.servers = BoardServers(options.adb_server)
+        """The adb servers of the boards (hil's private one, labs')."""
+        self._leases: dict[str, Lease] = {}
         self.records: list[dict[str, Any]] = []
         self._quarantined: dict[str, str] = {}
         """Quarantined board name -> why."""
@@ -249,15 +269,11 @@ class Run:
             self.writer.finish("complete")
             return self.records
         with ExitStack() as stack:
-            from hil.adbserver import AdbServer
-            from hil.board.recovery import ServerKeeper
-
-            adb = stack.enter_context(AdbServer())
-            self.keeper = ServerKeeper(adb)
-            stack.callback(self.keeper.close)  # before the server stops, however the run ends
+            stack.enter_context(self.servers)  # keepers closed before any server stops
+            stack.callback(self._release_leases)  # a board thread cut short releases here
             threads = [
                 threading.Thread(
-                    target=self._board_thread, args=(stack, adb, entry), name=f"board-{i}",
+                    target=self._board_thread, args=(stack, entry), name=f"board-{i}",
                     daemon=True,
                 )
                 for i, entry in enumerate(self.entries)
@@ -330,6 +346,8 @@ class Run:
                 lowerings.close()
                 return
             case = cases[lowering.index]
+            if self.on_lowered is not None:
+                self.on_lowered(lowering)
             if lowering.artifact is None:
                 assert lowering.verdict is not None
                 self._record(
@@ -378,28 +396,34 @@ class Run:
         return 0.0 if work.cached else round(sum(work.artifact.times_s.values()), 4)
 
     # -- boards -------------------------------------------------------------------------
-    def _board_thread(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> None:
+    def _board_thread(self, stack: ExitStack, entry: InventoryEntry) -> None:
         name = entry.name
         board = None
         try:
-            board = self._bring_up(stack, adb, entry)
+            board = self._bring_up(stack, entry)
         except (InfraError, UsageError) as exc:
             log.error("%s: not usable: %s", name, exc)
+            self._release_lease(name)
             with self._lock:
-                self.meta["boards"].append({"name": name, "adb": entry.adb, "error": str(exc)})
+                self.meta["boards"].append({"name": name, "adb": entry.adb, "error": str(exc),
+                                            **self._board_lab_fields(entry)})
                 self.writer.update_run(boards=self.meta["boards"])
         finally:
             with self._lock:
                 self._starting -= 1
                 if board is not None:
                     self._live_boards.add(name)
+                    self._usable += 1
                 if self._starting == 0:
+                    self.meta["usable_boards"] = self._usable
+                    self.writer.update_run(usable_boards=self._usable)
                     self._boards_settled.set()
         if board is None:
             return
         try:
             self._work_loop(board)
         finally:
+            self._release_lease(name)
             with self._lock:
                 self._live_boards.discard(name)
             if self._quarantined.get(name) != RECOVERY_FAILED:  # a dead board has nothing to clean
@@ -407,9 +431,9 @@ class Run:
             if board.console is not None:
                 board.console.close()
 
-    def _bring_up(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> Any:
-        """Start (virtual) or reach the board, preflight it, open its console, install the
-        runner; InfraError (the board is not used) when any of it fails."""
+    def _bring_up(self, stack: ExitStack, entry: InventoryEntry) -> Any:
+        """Take the board's lease, start (virtual) or reach the board, preflight it, open its
+        console, install the runner; InfraError (the board is not used) when any of it fails."""
         from hil.board.adb import AdbBoard
         from hil.board.console import SerialConsole
         from hil.board.preflight import connect, inspect_board
@@ -418,6 +442,8 @@ class Run:
 
         name = entry.name
         idle_s = self.options.idle_timeout_s
+        self._take_lease(entry)
+        adb = self.servers.server_for(entry)
         if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
@@ -443,7 +469,7 @@ class Run:
         if runner is None:
             raise UsageError(
                 f"--runner: {name} is a real board: pass the enn_executor_runner built for "
-                "Android (backends/samsung/build.sh --build android)"
+                "Android (scripts/build-enn.sh --build android, or $HIL_RUNNER in the exynos image)"
             )
         console = None
         if entry.console:
@@ -461,7 +487,7 @@ class Run:
                 console.close()
             raise
         self._recoveries[name] = Recovery(
-            board, self.keeper, adb.connect, adb.disconnect, network=entry.network,
+            board, self.servers.keeper_for(adb), adb.connect, adb.disconnect, network=entry.network,
             power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
             boot_s=self.options.boot_timeout_s,
         )
@@ -476,13 +502,51 @@ class Run:
                 {"name": info.name, "adb": info.adb, "chipset": info.chipset,
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
-                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record()}
+                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
+                 **self._board_lab_fields(entry)}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
         log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
                  choice.profile.name, ", VIRTUAL" if info.virtual else "")
         return board
+
+    def _take_lease(self, entry: InventoryEntry) -> None:
+        """The board's lease (none for a virtual board hil starts): waits up to
+        --board-wait while another run holds it; InfraError when it stays busy."""
+        from hil.board.lease import acquire
+
+        if entry.virtual:
+            return
+
+        def busy(holder: Any) -> None:
+            log.warning("%s: busy, held by %s; waiting up to %g s (--board-wait)", entry.name,
+                        holder.describe() if holder else "another process",
+                        self.options.board_wait_s)
+
+        lease = acquire(self.servers.lease_key(entry), self.run_id, self.options.board_wait_s,
+                        busy, cancelled=self._stop)
+        with self._lock:
+            self._leases[entry.name] = lease
+
+    def _release_lease(self, name: str) -> None:
+        with self._lock:
+            lease = self._leases.get(name)
+        if lease is not None:
+            lease.release()
+
+    def _release_leases(self) -> None:
+        with self._lock:
+            leases = list(self._leases.values())
+        for lease in leases:
+            lease.release()
+
+    def _board_lab_fields(self, entry: InventoryEntry) -> dict[str, Any]:
+        """results.json board fields: the adb server it belongs to, and its lease (called
+        with `_lock` held)."""
+        lease = self._leases.get(entry.name)
+        return {"adb_server": self.servers.address_for(entry) or "private",
+                "lease": lease.record() if lease is not None else None}
 
     def _next_work(self, name: str) -> _Work | None:
         """The next case for board `name`; None when there is nothing left for it."""
@@ -510,7 +574,9 @@ class Run:
 
         consecutive_infra = 0
         while (work := self._next_work(board.name)) is not None:
+            started = _now_ms()
             record, error = self._run_on(board, work)
+            record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
                 self._finish(record)
