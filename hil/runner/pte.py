@@ -192,3 +192,48 @@ def _read(reader: _Reader) -> ProgramInfo:
         planned_buffers=tuple(reader.ints(plan, 8, "<q")[1:]),
         method_allocator_min_bytes=minimum,
     )
+
+
+_INLINE, _SEGMENT = 0, 1
+"""`enum DataLocation` of program.fbs."""
+_EXTENDED_HEADER = b"eh00"
+"""Magic of the extended header after the file identifier (`exir/_serialize/_program.py`
+`_ExtendedHeader`: magic, length u32, program size u64, segment base offset u64)."""
+
+
+def delegate_payloads(data: bytes) -> list[tuple[str, bytes]]:
+    """Method 0's delegates as (backend id, processed payload bytes), in order; the payload is
+    what the backend's `init` receives (`Program.backend_delegate_data` inline, or a segment
+    after the flatbuffer: `Program.segments`, offsets from the extended header's segment
+    base). PteError when the file is not a program or a payload lies outside it."""
+    if len(data) < 8 or data[4:8] != b"ET12":
+        raise PteError("not an ExecuTorch program (no ET12 file identifier)")
+    reader = _Reader(data)
+    try:
+        program = reader.root()
+        plans = reader.tables(program, 1)
+        if not plans:
+            raise PteError("the program has no methods")
+        inline = reader.tables(program, 3)
+        segments = reader.tables(program, 4)
+        base = struct.unpack_from("<Q", data, 24)[0] if data[8:12] == _EXTENDED_HEADER else 0
+        payloads = []
+        for delegate in reader.tables(plans[0], 7):
+            backend = reader.string(delegate, 0)
+            reference = reader.table(delegate, 1)
+            location = reader.scalar(reference, 0, "<b") if reference is not None else _INLINE
+            index = reader.scalar(reference, 1, "<I") if reference is not None else 0
+            if location == _SEGMENT and index < len(segments):
+                offset = base + reader.scalar(segments[index], 0, "<Q")
+                size = reader.scalar(segments[index], 1, "<Q")
+                if offset + size > len(data):
+                    raise PteError(f"delegate {backend}: segment {index} lies outside the file")
+                payloads.append((backend, data[offset : offset + size]))
+            elif location == _INLINE and index < len(inline):
+                start, length = reader.vector(inline[index], 0)
+                payloads.append((backend, data[start : start + length]))
+            else:
+                raise PteError(f"delegate {backend}: no data at {location}/{index}")
+        return payloads
+    except struct.error as exc:
+        raise PteError(f"truncated or corrupt program: {exc}") from exc

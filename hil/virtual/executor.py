@@ -195,6 +195,7 @@ class WarmExecutor:
         runner_faults = RunnerFaults(
             crash_signal=kinds["crash"].signal if "crash" in kinds else None,
             outputs_unwritable="storage-full" in kinds,
+            miscompute=tuple((f.op, f.rel) for f in faults if f.kind == "miscompute"),
         )
         result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn), faults=runner_faults)
         if kinds.keys() & {"truncate-output", "missing-output"}:

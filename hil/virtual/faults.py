@@ -19,17 +19,25 @@ A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPE
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
 | `slow` | every adb message the board sends is delayed (state) | `delay` seconds (default 0.05) |
+| `miscompute` | a program executing op `op` (any, without `op`) returns outputs + `rel` x RMS | `op`, `rel` |
 
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
 (a sync RECV); `on=now` (control FIFO) applies a drop, freeze, reboot or panic at once.
 `path=GLOB` limits push/pull faults to device paths matching the glob;
 `after=N` lets N matching events pass first; `times=N` fires N times (default 1, 0 =
 every time). State faults hold from when they are set until `fault clear`.
+
+`miscompute` is the virtual stand-in for an NPU kernel bug in one op: the op names a program
+executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
+delegates' nodes), so prefixes of a model before the op's first use come out clean and those
+after it do not. `rel` is the added error's RMS relative to each output's (default 0.5:
+SQNR 6 dB); it fires on every runner exec (`times` 0) unless told otherwise.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import threading
 from dataclasses import dataclass
 
@@ -40,7 +48,7 @@ EVENTS = ("push", "exec", "pull")
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
-RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output")
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute")
 """Faults of the runner: on runner execs only."""
 STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data")
 """Faults that hold until cleared rather than fire on an event."""
@@ -59,6 +67,7 @@ _KEYS = {
     "hang": {"after", "times"},
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
+    "miscompute": {"op", "rel", "after", "times"},
     "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
@@ -66,7 +75,7 @@ _KEYS = {
     "readonly-data": set(),
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
-                  "missing-output": "exec", "storage-full": "push", "freeze": "exec",
+                  "missing-output": "exec", "miscompute": "exec", "storage-full": "push", "freeze": "exec",
                   "reboot": "exec", "panic": "exec"}
 _EVENTS_OF = {"storage-full": ("push", "exec")}
 """Events a runner or storage fault may fire on, where there is a choice."""
@@ -92,6 +101,11 @@ class Fault:
     """`panic`: the UART line."""
     delay: float = 0.05
     """`slow`: seconds added before every adb message the board sends."""
+    op: str = ""
+    """`miscompute`: the op whose presence in a program perturbs its outputs (an aten name:
+    `hardswish`, `add`, `convolution`...); empty: every program."""
+    rel: float = 0.5
+    """`miscompute`: the added error's RMS relative to each output's RMS."""
 
     @property
     def is_state(self) -> bool:
@@ -149,7 +163,26 @@ def parse_fault(spec: str) -> Fault:
         if not 0 <= delay <= 10:
             raise UsageError(f"--fault {spec!r}: delay={values['delay']!r}: seconds in [0, 10]")
         fields["delay"] = delay
+    if kind == "miscompute":
+        _miscompute_fields(spec, values, fields)
     return Fault(**fields)  # type: ignore[arg-type]
+
+
+def _miscompute_fields(spec: str, values: dict[str, str], fields: dict[str, object]) -> None:
+    """`op`, `rel`, and `times` 0 (every exec) unless given."""
+    fields["times"] = _integer(spec, "times", values["times"]) if "times" in values else 0
+    op = values.get("op", "")
+    if "op" in values and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", op):
+        raise UsageError(f"--fault {spec!r}: op={op!r} is not an op name (e.g. hardswish)")
+    fields["op"] = op
+    if "rel" in values:
+        try:
+            rel = float(values["rel"])
+        except ValueError:
+            rel = -1.0
+        if not 0 < rel <= 100:
+            raise UsageError(f"--fault {spec!r}: rel={values['rel']!r}: a number in (0, 100]")
+        fields["rel"] = rel
 
 
 class FaultPlan:
