@@ -91,6 +91,9 @@ class RunOptions:
     start; None: hil.board.servers decides per board."""
     board_wait_s: float = 0.0
     """How long to wait for a board another run holds (its lease) before leaving it out."""
+    localize: bool = False
+    """`--localize`: bisect every FAIL_MISMATCH case's graph on the board it failed on
+    (hil/localize) and add the `localization` block to its record."""
 
 
 @dataclass
@@ -194,6 +197,7 @@ class Run:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_lowered: Callable[[Any], None] | None = None,
         on_flow: Callable[[str, str], None] | None = None,
+        on_probe: Callable[[Case, dict[str, Any]], None] | None = None,
     ) -> None:
         from hil.board.lease import Lease
         from hil.board.servers import BoardServers
@@ -205,6 +209,8 @@ class Run:
         """Called with each `hil.lower.pool.Lowering` as it arrives (progress)."""
         self.on_flow = on_flow
         """Called with the chosen flow and why, once the boards are up."""
+        self.on_probe = on_probe
+        """Called with the case and each localization probe's entry as it finishes."""
         self.flow: str | None = None
         """The flow the run lowers with (chosen in `execute`)."""
         self.run_id = new_run_id()
@@ -579,6 +585,8 @@ class Run:
             record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
+                if self.options.localize and record["verdict"] == Verdict.FAIL_MISMATCH.value:
+                    record["localization"] = self._localize(board, work, record["outputs"])
                 self._finish(record)
                 continue
             consecutive_infra += 1
@@ -601,6 +609,38 @@ class Run:
                 log.error("%s: quarantined for the rest of the run (%s)", board.name, why)
                 self._note_recovery(board.name, recovery.history, quarantined=why)
                 return
+
+    def _localize(self, board: Any, work: _Work, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The case's `localization` block: its graph bisected on `board` (hil/localize).
+        Probes are built in this process, so only once the run's own lowering is done."""
+        from hil.localize import localize_case
+        from hil.lower.cache import ArtifactCache
+
+        assert self.flow is not None
+        self._lowering_done.wait()
+        slot = f"c{work.index:04d}"
+        out = self.options.out_dir / "cases" / slot / "localize"
+
+        def run_probe(artifact: Any, name: str) -> Any:
+            probe_slot = f"{slot}-{name}"
+            return board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+
+        def report(entry: dict[str, Any]) -> None:
+            if self.on_probe is not None:
+                self.on_probe(work.case, entry)
+
+        try:
+            return localize_case(
+                work.case, self.flow, self.options.chipset, run_probe, board=board.name,
+                cache=ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None,
+                scratch=self.options.out_dir / "artifacts" / f"{slot}-probes", case_outputs=outputs,
+                on_probe=report,
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug in hil must not lose the case's result
+            log.exception("%s: localization failed", work.case.key)
+            return {"status": "incomplete", "reason": f"{type(exc).__name__}: {exc}"[:300],
+                    "message": f"localization failed: {type(exc).__name__}: {exc}"[:300],
+                    "detail": traceback.format_exc()[-8192:], "probes": []}
 
     def _note_recovery(
         self, name: str, steps: list[Any], quarantined: str | None = None
