@@ -13,6 +13,7 @@ from typing import Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from hil.report.localization import lead
 from hil.report.results import atomic_write_text, cap_text, clean_text, describe_board, one_line
 from hil.report.stats import format_latency
 from hil.verdict import Verdict
@@ -89,7 +90,7 @@ def _flag(value: Any) -> str:
 
 def _testcase(case: dict[str, Any], run: dict[str, Any]) -> TestCase:
     verdict = Verdict(case["verdict"])
-    message = one_line(clean_text(str(case.get("message") or "")))
+    message = one_line(clean_text(lead(case, str(case.get("message") or ""))))
     detail = cap_text(clean_text(str(case.get("detail") or ""))) or None
     timings = (case.get("timings_s") or {}).values()
     testcase = TestCase(
