@@ -617,7 +617,9 @@ class Run:
         from hil.lower.cache import ArtifactCache
 
         assert self.flow is not None
-        self._lowering_done.wait()
+        while not self._lowering_done.wait(0.2):
+            if self._stop.is_set():  # interrupted: the record will not be written anyway
+                return {"status": "incomplete", "reason": "interrupted", "probes": []}
         slot = f"c{work.index:04d}"
         out = self.options.out_dir / "cases" / slot / "localize"
 
