@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import posixpath
 import queue
 import secrets
 import shutil
@@ -625,7 +626,9 @@ class Run:
 
         def run_probe(artifact: Any, name: str) -> Any:
             probe_slot = f"{slot}-{name}"
-            return board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+            execution = board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+            board.shell(["rm", "-rf", posixpath.join(board.workdir, probe_slot)])  # a model's probes add up
+            return execution
 
         def report(entry: dict[str, Any]) -> None:
             if self.on_probe is not None:
