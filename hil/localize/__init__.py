@@ -189,6 +189,8 @@ def localize_case(
     record = _record(search, nodes, frontiers, probes, records)
     if search.outcome is Outcome.NOT_REPRODUCED and not search.probed:
         record["reason"] = "the case's outputs are within tolerance: it failed on its checker"
+    if last_diverges is not None:
+        record["whole_graph"] = _node_result(nodes, probes, candidates[-1])
     record.update(board=board, flow=flow, precision=case.precision,
                   seconds=round(time.perf_counter() - start, 2))
     record["message"] = headline(record)

@@ -83,26 +83,31 @@ def probe_rows(case: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _figure(rows: int) -> tuple[Any, list[Any]]:
+def _figure(rows: int, height: float = 3.6) -> tuple[Any, list[Any]]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(11, 3.6 * rows), dpi=110, layout="constrained")
+    figure = Figure(figsize=(11, height * rows), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
     return figure, [figure.add_subplot(rows, 1, i + 1) for i in range(rows)]
 
 
+ZERO_ERROR = 1e-12
+"""Where an error of exactly 0 is drawn on the log scale."""
+
+
 def plot_localizations(cases: Sequence[dict[str, Any]], out: Path) -> int:
-    """Per localized case (up to MAX_PLOTTED), each probe's max abs error (log scale, left)
-    and SQNR (right) at its node's depth in the graph; the first diverging node marked. A PNG
-    at `out`; returns the number of cases drawn."""
+    """Per localized case (up to MAX_PLOTTED) two panels along the graph's depth (node index
+    in topological order): each probe's max abs error (log scale) and its SQNR, green within
+    tolerance, red out of it, the first diverging node marked. A PNG at `out`; returns the
+    number of cases drawn."""
     shown = list(cases)[:MAX_PLOTTED]
-    figure, panels = _figure(max(1, len(shown)))
+    figure, panels = _figure(2 * max(1, len(shown)), height=2.2)
     if not shown:
         panels[0].text(0.5, 0.5, "no localized case", ha="center", va="center",
                        transform=panels[0].transAxes)
-    for axes, case in zip(panels, shown, strict=False):
-        _plot_one(axes, case)
+    for number, case in enumerate(shown):
+        _plot_one(panels[2 * number], panels[2 * number + 1], case)
     if len(cases) > len(shown):
         figure.suptitle(f"{len(shown)} of {len(cases)} localized cases", fontsize=9)
     out = Path(out)
@@ -111,41 +116,46 @@ def plot_localizations(cases: Sequence[dict[str, Any]], out: Path) -> int:
     return len(shown)
 
 
-def _plot_one(axes: Any, case: dict[str, Any]) -> None:
+def _colour(probe: dict[str, Any]) -> str:
+    return {True: "tab:red", False: "tab:green"}.get(probe.get("diverged"), "tab:grey")
+
+
+def _plot_one(errors: Any, sqnrs: Any, case: dict[str, Any]) -> None:
     block = case["localization"]
     probes = [p for p in block.get("probes") or [] if p.get("board_run")]
+    whole = block.get("whole_graph")  # the last cut point: the case's own run
+    if whole and not any(p["index"] == whole["index"] for p in probes):
+        probes.append({**whole, "diverged": whole.get("verdict") == "FAIL_MISMATCH"})
+    probes.sort(key=lambda p: p["index"])
     nodes = block.get("nodes") or 1
-    right = axes.twinx()
-    for probe in probes:
-        bad = probe.get("diverged")
-        colour = "tab:red" if bad else "tab:green" if bad is False else "tab:grey"
-        error = probe.get("max_abs")
-        if isinstance(error, (int, float)):
-            axes.scatter([probe["index"]], [max(error, 1e-12)], color=colour, marker="o", zorder=3)
-        sqnr = probe.get("sqnr_db")
-        if isinstance(sqnr, (int, float)):
-            right.scatter([probe["index"]], [sqnr], color=colour, marker="^", zorder=3)
-    ordered = sorted(probes, key=lambda p: p["index"])
-    axes.plot([p["index"] for p in ordered], [max(p.get("max_abs") or 1e-12, 1e-12) for p in ordered],
-              color="tab:blue", alpha=0.4, label="max abs error (o)")
-    sqnr_points = [p for p in ordered if isinstance(p.get("sqnr_db"), (int, float))]
-    right.plot([p["index"] for p in sqnr_points], [p["sqnr_db"] for p in sqnr_points],
-               color="tab:purple", alpha=0.4, linestyle="--", label="SQNR dB (^)")
-    axes.set_yscale("log")
-    axes.set_xlim(-1, nodes)
-    axes.set_xlabel(f"node (topological order, {nodes} nodes)")
-    axes.set_ylabel("max abs error")
-    right.set_ylabel("SQNR, dB")
+    error_points = [(p["index"], max(p["max_abs"], ZERO_ERROR), _colour(p)) for p in probes
+                    if isinstance(p.get("max_abs"), (int, float))]
+    sqnr_points = [(p["index"], p["sqnr_db"], _colour(p)) for p in probes
+                   if isinstance(p.get("sqnr_db"), (int, float)) and math.isfinite(p["sqnr_db"])]
+    for axes, points in ((errors, error_points), (sqnrs, sqnr_points)):
+        if points:
+            axes.plot([x for x, _, _ in points], [y for _, y, _ in points], color="tab:blue", alpha=0.3)
+            axes.scatter([x for x, _, _ in points], [y for _, y, _ in points],
+                         c=[c for _, _, c in points], zorder=3)
+        axes.set_xlim(-1, nodes)
+        axes.grid(True, alpha=0.3)
+    errors.set_yscale("log")
+    errors.set_ylabel("max abs error")
+    sqnrs.set_ylabel("SQNR, dB")
+    sqnrs.set_xlabel(f"node (topological order of {nodes}); identical values: error drawn at "
+                     f"{ZERO_ERROR:g}, SQNR left out")
+    errors.tick_params(labelbottom=False)
     first = block.get("first_diverging")
     if first:
-        axes.axvline(first["index"], color="tab:red", linestyle=":")
-        axes.annotate(f"{where(first)}\n{first.get('source') or ''}", (first["index"], 1.0),
-                      xycoords=("data", "axes fraction"), xytext=(4, -4), textcoords="offset points",
-                      va="top", fontsize=7, color="tab:red")
+        for axes in (errors, sqnrs):
+            axes.axvline(first["index"], color="tab:red", linestyle=":")
+        sqnrs.annotate(f"{where(first)}\n{first.get('source') or ''}", (first["index"], 0.95),
+                       xycoords=("data", "axes fraction"), xytext=(6, 0), textcoords="offset points",
+                       va="top", fontsize=7, color="tab:red",
+                       bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "linewidth": 0})
     runs = f"{block.get('board_runs', 0)} board runs (at most {block.get('max_board_runs', '-')})"
-    axes.set_title(f"{case_key(case)} on {block.get('board')}: {block.get('message')}\n{runs}; "
-                   "green: within tolerance, red: out of it", fontsize=8)
-    axes.grid(True, alpha=0.3)
+    errors.set_title(f"{case_key(case)} on {block.get('board')}: {block.get('message')}\n{runs}; "
+                     "green: probe within tolerance, red: out of it", fontsize=8)
 
 
 def drift_lines(key: str, record: dict[str, Any]) -> list[str]:

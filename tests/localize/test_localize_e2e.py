@@ -82,6 +82,7 @@ def test_the_first_hardswish_is_named_with_its_module_path_and_source_line(hards
     assert first["sqnr_db"] == pytest.approx(6.02, abs=0.05) and before["verdict"] == "PASS"
     assert block["message"] == f"first diverging op: hardswish at head.1 ({HEAD_LINE})"
     assert block["board_runs"] == len(block["probes"]) <= block["max_board_runs"]
+    assert block["whole_graph"]["from"] == "the case's own run"  # the last cut point costs no board run
     assert block["nodes"] == 19 and block["max_board_runs"] == 7  # ceil(log2 19) + 2
     assert all(p["delegation"]["delegated_calls"] >= 1 for p in block["probes"])  # each probe's own
     assert {u["op_name"] for u in block["unclean"]} == {"_native_batch_norm_legit_no_training"}
