@@ -197,21 +197,34 @@ class CutPlan:
         self.graph_module = graph_module
         graph = graph_module.graph
         active = _input_dependent(graph)
+        order = {node: position for position, node in enumerate(graph.nodes)}
         ops = [n for n in graph.nodes if n.op == "call_function" and not is_qdq(n)]
         self.nodes: list[GraphNode] = []
-        cut_nodes: dict[int, torch.fx.Node] = {}
+        values: dict[int, torch.fx.Node] = {}
         for index, node in enumerate(ops):
-            cut, reason = self._cut_point(node, active, quantized)
+            value, reason = self._cut_point(node, active, quantized)
             module, module_type = module_of(node)
             self.nodes.append(GraphNode(index, node.name, _target(node), module, module_type,
-                                        source_of(node), cut.name if cut is not None else None, reason))
-            if cut is not None:
-                cut_nodes[index] = cut
-        clean_values = set(cut_nodes.values())
-        crossing = _crossing(graph, active, set(clean_values))
+                                        source_of(node), value.name if value is not None else None, reason))
+            if value is not None:
+                values[index] = value
+
+        def dequantizes(value: torch.fx.Node) -> list[torch.fx.Node]:
+            """The dequantizes of the quantize `value` dequantizes (one per consumer), in
+            graph order; [value] for any other node."""
+            source = value.args[0] if _is_dequantize(value) and value.args else None
+            if not (isinstance(source, torch.fx.Node) and _is_quantize(source)):
+                return [value]
+            return sorted((u for u in source.users if _is_dequantize(u)), key=order.__getitem__)
+
+        clean_values = set(values.values())
+        cut_after = {index: dequantizes(value)[-1] for index, value in values.items()}
+        crossing = _crossing(graph, active, set(cut_after.values()))
         self.frontiers: dict[int, tuple[str, ...]] = {}
-        for index, cut in cut_nodes.items():
-            others = [node for node in crossing[cut] if node is not cut]
+        for index, value in values.items():
+            # one dequantize stands for a quantized value, however many consumers it has
+            others = [n for n in dict.fromkeys(dequantizes(c)[0] for c in crossing[cut_after[index]])
+                      if n is not value]
             unclean = [node.name for node in others if node not in clean_values]
             if unclean:
                 node = self.nodes[index]
@@ -219,7 +232,7 @@ class CutPlan:
                 self.nodes[index] = GraphNode(node.index, node.name, node.op, node.module,
                                               node.module_type, node.source, None, problem)
             else:
-                self.frontiers[index] = (cut.name, *(node.name for node in others))
+                self.frontiers[index] = (value.name, *(node.name for node in others))
 
     @staticmethod
     def _cut_point(node: torch.fx.Node, active: set[torch.fx.Node],

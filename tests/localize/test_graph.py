@@ -75,6 +75,9 @@ def test_a8w8_cuts_after_the_requantization_and_never_inside_a_fused_pattern(a8w
     nodes = by_name(plan)
     stem_conv = next(n for n in plan.nodes if n.module == "stem.0")  # conv → relu: one pattern
     assert stem_conv.cut is None and "fused quantization pattern" in stem_conv.reason
+    skip = next(n for n in plan.nodes if n.module == "stem.2")  # quantized once, dequantized per consumer
+    inside_block = next(n for n in plan.nodes if n.module == "block.3")
+    assert plan.frontiers[inside_block.index] == (inside_block.cut, skip.cut)
     hardswish = nodes["hardswish"]
     assert hardswish.cut.startswith("dequantize_per_tensor")
     cut = cut_module(graph_module, plan.frontiers[hardswish.index])
