@@ -51,11 +51,12 @@ def with_fault(board: VirtualBoardProcess, spec: str | None) -> None:
         board.control(f"fault {spec}")
 
 
-def localize(board: VirtualBoardProcess, out: Path, fault: str | None, precision: str = "fp32") -> dict[str, Any]:
+def localize(board: VirtualBoardProcess, out: Path, fault: str | None, precision: str = "fp32",
+             flow: str = "auto") -> dict[str, Any]:
     """`hil run --localize` over the fixture case on `board`, in this process; the case record."""
     with_fault(board, fault)
     options = RunOptions(
-        cases=tuple(fixture_cases(precision)), boards=tuple(parse_boards([board.address])), flow="auto",
+        cases=tuple(fixture_cases(precision)), boards=tuple(parse_boards([board.address])), flow=flow,
         chipset="E9955", out_dir=out, results_path=out / "results.json", junit_path=out / "junit.xml",
         cache_dir=default_cache_dir(), jobs=1, localize=True,
     )
@@ -127,9 +128,11 @@ def test_a_passing_case_is_never_localized(board: VirtualBoardProcess, tmp_path:
 
 
 def test_a8w8_probes_are_judged_with_the_step_at_the_probed_node(board: VirtualBoardProcess, tmp_path: Path) -> None:
-    block = localize(board, tmp_path, "miscompute,op=hardswish", "a8w8")["localization"]
+    # flow portable: the add is a kernel of the program's operator list, not a delegate's node
+    block = localize(board, tmp_path, "miscompute,op=add", "a8w8", flow="portable")["localization"]
     first = block["first_diverging"]
-    assert (block["status"], first["name"], first["module"]) == ("found", "hardswish", "head.1")
+    assert (block["status"], first["name"], first["source"]) == ("found", "add", RESIDUAL_LINE)
+    assert block["flow"] == "portable" and all(p["delegation"]["delegated_calls"] == 0 for p in block["probes"])
     assert all("quantization step" in p["atol_rule"] for p in block["probes"])
     steps = {p["atol_rule"] for p in block["probes"]}
     assert len(steps) > 1  # each probed node's own step
