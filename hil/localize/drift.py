@@ -14,7 +14,6 @@ the A8W8 value against fp32, and the first op whose SQNR falls below a floor is 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import time
 from collections import Counter
@@ -27,8 +26,6 @@ import torch
 from hil.cases.case import Case
 from hil.localize.graph import CutPlan, build_graph, is_qdq, iterate_values, module_of, op_base
 from hil.verdict import sqnr_db
-
-log = logging.getLogger(__name__)
 
 
 def _key_table(graph_module: torch.fx.GraphModule) -> dict[tuple[str, str, int], torch.fx.Node]:

@@ -19,7 +19,6 @@ must be clean too. Unclean nodes are not probed; a probe's report names the ones
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -29,8 +28,6 @@ from typing import Any
 import torch
 
 from hil.cases.case import REPO_ROOT, Case
-
-log = logging.getLogger(__name__)
 
 QDQ_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",
            "dequantize_per_channel", "choose_qparams")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,8 +29,6 @@ from hil.cases.case import Case
 from hil.lower.artifact import Artifact, TensorMeta
 from hil.lower.cache import ArtifactCache, cache_key
 from hil.report.results import atomic_write_text
-
-log = logging.getLogger(__name__)
 
 LOCALIZE_SOURCES = Path(__file__).parent
 """hil's localization code: a change to it invalidates every probe and plan."""
