@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -17,9 +16,7 @@ def forward_line(text: str) -> int:
 
 
 def fixture_cases(precision: str) -> list:
-    """The fixture suite's cases at `precision` (the manifest's folder made importable)."""
+    """The fixture suite's cases at `precision`."""
     from hil.cases import expand_precisions, load_suite
 
-    if str(FIXTURES) not in sys.path:
-        sys.path.insert(0, str(FIXTURES))
     return expand_precisions(load_suite(str(SUITE)), precision)
