@@ -452,10 +452,13 @@ def _drift(args: argparse.Namespace) -> int:
     from hil.localize.drift import drift_against_fp32
     from hil.report.localization import drift_lines, plot_drift
     from hil.report.results import atomic_write_text, sanitise
+    from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
+    from hil.report.thirdparty import third_party_to_file
 
-    record = drift_against_fp32(case, _lowering_flow(args.flow), floor)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    with third_party_to_file(out / THIRD_PARTY_LOG):
+        record = drift_against_fp32(case, _lowering_flow(args.flow), floor)
     path = Path(args.results) if args.results else out / "drift.json"
     document = sanitise({"case": case.key, "drift": record})
     atomic_write_text(path, json.dumps(document, indent=1, allow_nan=False) + "\n")
