@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import adbutils
 
+from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
 from hil.board.watchdog import bounded, supervise
@@ -164,7 +165,7 @@ class AdbBoard:
         command = device_command(*argv_chain)
         try:
             return bounded(
-                lambda: self.device.shell2(command, timeout=timeout, v2=True),
+                lambda: shell_v2(self.device, command, timeout),
                 timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
             )
         except ADB_ERRORS as exc:
