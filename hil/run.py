@@ -31,6 +31,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.latency_plan import LatencyPlan
 from hil.report.junit import write_junit
 from hil.runner.profiles import BoardRunner
 from hil.verdict import Verdict
@@ -70,6 +71,11 @@ class RunOptions:
     iterations: int = 1
     warmup: int = 0
     runner: Path | None = None
+    latency: LatencyPlan | None = None
+    """How the cases' latency is measured (hil/latency_plan.py); None: `iterations` and
+    `warmup` with the default noise control."""
+    suite_latency: dict[str, LatencyPlan] = field(default_factory=dict)
+    """Suites (by name) that declare a plan of their own (a manifest's `latency:`)."""
     command: tuple[str, ...] = ()
     cache_dir: Path | None = None
     """Artifact cache folder; None disables the cache."""
@@ -162,6 +168,8 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "attempts": 0,
         "timings_s": {},
         "latency_ms": None,
+        "memory": None,
+        "board_state": None,
         "pte_bytes": None,
         "delegation": None,
         "outputs": [],
@@ -566,9 +574,11 @@ class Run:
         artifact = work.artifact
         slot = f"c{work.index:04d}"
         host_out = self.options.out_dir / "cases" / slot / f"output-{board.name}"
+        plan = self.options.suite_latency.get(work.case.suite) or self.options.latency
+        plan = plan or LatencyPlan(self.options.warmup, self.options.iterations)
         try:
             execution = board.run(
-                artifact, slot, host_out, self.options.iterations, self.options.warmup
+                artifact, slot, host_out, plan.iterations, plan.warmup, plan.noise
             )
             judgement = judge(work.case, artifact, execution)
         except InfraError as exc:
@@ -591,7 +601,7 @@ class Run:
             attempts=len(work.tried_on),
             timings_s={"lower": self._lower_seconds(work), **execution.timings_s},
             cache_hit=work.cached,
-            latency_ms=execution.latency_ms,
+            **execution.record_fields(),
             **artifact.record_fields(),
             outputs=judgement.output_records(),
             checker=judgement.checker_record(),

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 
 import adbutils
 
@@ -106,9 +107,15 @@ class ServiceConnection:
         self.close()
 
 
-def shell_v2(device: adbutils.AdbDevice, command: str, timeout: float) -> adbutils.ShellReturn:
+def shell_v2(
+    device: adbutils.AdbDevice,
+    command: str,
+    timeout: float,
+    on_stderr: Callable[[bytes], None] | None = None,
+) -> adbutils.ShellReturn:
     """Run `command` through adbd's shell v2 service: stdout, stderr and the real exit
-    status, as `adbutils.AdbDevice.shell2(command, v2=True)` returns them."""
+    status, as `adbutils.AdbDevice.shell2(command, v2=True)` returns them. `on_stderr`
+    sees each stderr packet as it arrives."""
     stdout, stderr, output = bytearray(), bytearray(), bytearray()
     status = None
     with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
@@ -121,6 +128,8 @@ def shell_v2(device: adbutils.AdbDevice, command: str, timeout: float) -> adbuti
             elif kind == SHELL_STDERR:
                 stderr += data
                 output += data
+                if on_stderr is not None:
+                    on_stderr(data)
             elif kind == SHELL_EXIT and data:
                 status = data[0]
     return adbutils.ShellReturn(

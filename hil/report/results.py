@@ -19,7 +19,11 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 1
+VERSION = 2
+"""The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
+cases carry `memory` and `board_state` (docs/results-json.md)."""
+READABLE_VERSIONS = (1, 2)
+"""Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
 FINAL_STATUSES = ("complete", "interrupted", "refused")
@@ -255,8 +259,9 @@ def load_results(path: Path) -> dict[str, Any]:
     if document.get("schema") != SCHEMA:
         raise UsageError(f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}")
     version = document.get("version")
-    if isinstance(version, bool) or version != VERSION:
-        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {VERSION}")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {readable}")
     if not isinstance(document.get("run"), dict):
         raise UsageError(f"{path}: field 'run' is missing or not an object")
     cases = document.get("cases")

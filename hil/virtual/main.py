@@ -1,6 +1,7 @@
 """`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
 
-Prints one line to stdout once it listens:
+Prints one line to stdout once it listens and its executor has imported ExecuTorch's host
+runtime (seconds: the board's start-up, so that no case pays for it):
 `hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
 Everything else goes to stderr through `logging`.
 """
@@ -124,6 +125,7 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
         raise InfraError(f"virtual board could not start: {exc}") from exc
     for spec in faults_now:
         board.add_fault(spec)
+    await board.wait_warm()  # its own start-up, not its first case's time
     device = board.device
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(

@@ -62,6 +62,8 @@ class RunnerResult:
     """The exit code, or None when the runner died by a signal."""
     signal: int | None = None
     """The signal that killed the runner, or None when it exited."""
+    peak_rss_kib: int | None = None
+    """The peak RSS of the exec, when the executor measured it (`executor.py`)."""
 
     @property
     def shell_status(self) -> int:
@@ -77,6 +79,8 @@ class RunnerFaults:
     """Die by this signal once the 1st inference starts (a crash while executing)."""
     outputs_unwritable: bool = False
     """The output folder's storage is full: writing an output fails."""
+    slow_s: float = 0.0
+    """Added to every timed or untimed inference (a `slow,on=exec` fault): a slower program."""
 
 
 class _RunnerExit(Exception):
@@ -344,6 +348,8 @@ def _run(
             status = 0
         except RuntimeError as error:
             status = _status(error, 0x01)
+        if faults.slow_s:
+            time.sleep(faults.slow_s)
         return _ms(time.perf_counter() - start)
 
     # 9. warm-ups (their status is overwritten by the next run)
