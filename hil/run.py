@@ -426,6 +426,7 @@ class Run:
 
         name = entry.name
         idle_s = self.options.idle_timeout_s
+        bring_up = time.perf_counter()
         if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
@@ -484,7 +485,8 @@ class Run:
                 {"name": info.name, "adb": info.adb, "chipset": info.chipset,
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
-                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record()}
+                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
+                 "start_s": round(time.perf_counter() - bring_up, 3)}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])

@@ -190,6 +190,8 @@ class AdbBoard:
         """`time -v` works on the board: each invocation's peak RSS is measured (`prepare`)."""
         self._cases_run = 0
         self._console_mark = 0
+        self._case_dirs: set[str] = set()
+        """Case folders this board has run in (a second run there cleans up first)."""
 
     def _shell(
         self,
@@ -318,34 +320,9 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
-        # invocation that outlives it anyway (the kill failed, the host lost track) before the
-        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
-        backstop_s = self.timeout_s + self.idle_timeout_s / 2
-        invocation = [
-            *(PEAK_RSS if self.measures_rss else ()),
-            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
-            "sh", "-c", _INVOKE, "sh", posixpath.join(case_dir, PID_FILE),
-            RUNNER_PATH,
-            "--model", posixpath.join(case_dir, "model.pte"),
-            "--input", " ".join(inputs),
-            "--output_path", posixpath.join(case_dir, "out"),
-            "--num_executions", "1",
-            "--warm_up", str(warmup),
-            "--dump_statistics",
-        ]  # fmt: skip
-        folders = [posixpath.join(case_dir, RUNS_FOLDER, str(index)) for index in range(iterations)]
-        runs: list[list[str]] = []
-        for folder in folders:
-            runs += [["cd", folder], invocation]
-        chain = [
-            ["cd", case_dir],
-            ["rm", "-rf", "out", RUNS_FOLDER, PID_FILE],
-            ["mkdir", "-p", "out", *folders],
-            ["sh", "-c", THERMAL_SCRIPT, "sh", str(round(noise.cooldown_c * 1000)),
-             str(noise.cooldown_max_s)],
-            *runs,
-        ]
+        fresh = case_dir not in self._case_dirs  # a retry on this board reuses the folder
+        self._case_dirs.add(case_dir)
+        chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
         supervised = supervise(
@@ -409,6 +386,43 @@ class AdbBoard:
             memory=_memory(artifact.pte, parts[1:] if self.measures_rss else None),
             board_state=state.record(),
         )
+
+    def run_chain(
+        self, case_dir: str, inputs: Sequence[str], iterations: int, warmup: int, noise: NoiseControl,
+        fresh: bool = True,
+    ) -> list[list[str]]:
+        """The argument lists of a case's run shell (joined with `&&`): clean the case's
+        folder (unless `fresh`: nothing ran in it yet), read the board's state and wait for
+        it to cool, then one runner invocation per iteration, each in its own `runs/<i>/`
+        folder."""
+        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
+        # invocation that outlives it anyway (the kill failed, the host lost track) before the
+        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
+        backstop_s = self.timeout_s + self.idle_timeout_s / 2
+        invocation = [
+            *(PEAK_RSS if self.measures_rss else ()),
+            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
+            "sh", "-c", _INVOKE, "sh", posixpath.join(case_dir, PID_FILE),
+            RUNNER_PATH,
+            "--model", posixpath.join(case_dir, "model.pte"),
+            "--input", " ".join(inputs),
+            "--output_path", posixpath.join(case_dir, "out"),
+            "--num_executions", "1",
+            "--warm_up", str(warmup),
+            "--dump_statistics",
+        ]  # fmt: skip
+        folders = [posixpath.join(case_dir, RUNS_FOLDER, str(index)) for index in range(iterations)]
+        runs: list[list[str]] = []
+        for folder in folders:
+            runs += [["cd", folder], invocation]
+        return [
+            ["cd", case_dir],
+            *([] if fresh else [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE]]),
+            ["mkdir", "-p", "out", *folders],
+            ["sh", "-c", THERMAL_SCRIPT, "sh", str(round(noise.cooldown_c * 1000)),
+             str(noise.cooldown_max_s)],
+            *runs,
+        ]
 
     def _announce_cooldown(self, chunk: bytes) -> None:
         """Log the board's cool-down line as it arrives (the wait can take minutes)."""

@@ -2,6 +2,7 @@
 
 ```yaml
 suite: my_models                 # optional; default: the file's stem
+latency: {warmup: 3, iterations: 20}   # optional: hil/latency_plan.py
 cases:
   - id: tiny_mlp                 # required
     module: "my_pkg.models:make_mlp"   # required: a callable returning a torch.nn.Module

@@ -156,15 +156,14 @@ exec sleep 60
 
 _TIME = """#!/system/bin/sh
 # time stub of the hil virtual board: toybox's `time [-pv] COMMAND...` (toys/posix/time.c) for
-# what hil reads of it: with -v, `Max RSS (KiB): N` on stderr once COMMAND has ended, and
-# COMMAND's exit status (128+N when a signal ended it). toybox takes ru_maxrss from wait4();
-# here the runner front is not where the runner's memory is (the warm executor runs the
-# program in the board process), so the front writes the executor's measured peak to
-# $HIL_RUSAGE_FILE. A command that reports nothing gets no line; times are not printed.
-verbose=
+# what hil reads of it: with -v, `Max RSS (KiB): N` on stderr after COMMAND's own output, and
+# COMMAND's exit status. toybox takes ru_maxrss from wait4(); here the runner front is not
+# where the runner's memory is (the warm executor runs the program in the board process), so
+# the front prints the executor's measured peak itself, last, when HIL_TIME_V is set. Other
+# commands get no line; times are not printed.
 while [ $# -gt 0 ]; do
   case $1 in
-    -v|-pv|-vp) verbose=1; shift ;;
+    -v|-pv|-vp) export HIL_TIME_V=1; shift ;;
     -p) shift ;;
     *) break ;;
   esac
@@ -173,13 +172,7 @@ if [ $# -eq 0 ]; then
   echo "usage: time [-pv] COMMAND..." >&2
   exit 1
 fi
-report=${TMPDIR:-/data/local/tmp}/.hil-time.$$
-HIL_RUSAGE_FILE=$report "$@"
-status=$?
-kb=
-read -r kb 2>/dev/null < "$report" && rm -f "$report"
-[ -n "$verbose" ] && [ -n "$kb" ] && echo "Max RSS (KiB): $kb" >&2
-exit $status
+exec "$@"
 """
 
 _HIL_PYTHON = """#!/system/bin/sh

@@ -21,9 +21,10 @@ Wire protocol (unix stream socket, one request per connection, integers big-endi
 
 Environment (for tests on the host): ``HIL_EXECUTOR_SOCKET`` overrides the socket path
 (default ``/dev/socket/hil-enn-executor``), ``HIL_DEVICE_CWD`` the device cwd sent (default
-the real cwd). ``HIL_RUSAGE_FILE`` (set by the virtual board's ``time`` stub, which stands for
-toybox ``time -v``): the runner's peak RSS in KiB is written there, since this front's own
-RSS is not the runner's (the program runs in the executor).
+the real cwd). ``HIL_TIME_V=1`` (set by the virtual board's ``time -v``, which stands for
+toybox's): after the runner's output, ``Max RSS (KiB): N`` goes to stderr with the peak the
+executor measured, as toybox ``time -v`` prints it after its child (this front's own RSS is
+not the runner's: the program runs in the executor).
 
 If the executor cannot be reached the front prints one line naming the socket and exits 1.
 SIGINT, SIGTERM and SIGPIPE keep their default action (death), as for a C program.
@@ -107,15 +108,10 @@ def main() -> None:
         conn.close()
     sys.stdout.buffer.write(out)
     sys.stdout.buffer.flush()
+    if os.environ.get("HIL_TIME_V") == "1" and peak_rss_kib:
+        err += f"Max RSS (KiB): {peak_rss_kib}\n".encode()
     sys.stderr.buffer.write(err)
     sys.stderr.buffer.flush()
-    report = os.environ.get("HIL_RUSAGE_FILE")
-    if report and peak_rss_kib:
-        try:
-            with open(report, "w") as out:
-                out.write(f"{peak_rss_kib}\n")
-        except OSError:
-            pass  # no report: `time -v` prints no peak
     if sig:
         _die(sig)
     sys.exit(exit_code)
