@@ -246,7 +246,8 @@ class Run:
                 return  # interrupted: a case cut short by the stop is not a result
             self.records.append(record)
             self.writer.add(record)
-            write_junit(self.writer.document, self.options.junit_path)  # valid after any stop
+            # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
+            write_junit(self.writer.document, self.options.junit_path, durable=False)
             if self.on_record is not None:
                 self.on_record(record)
 

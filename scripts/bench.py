@@ -18,9 +18,9 @@ CPU per case and the machine's load average.
 The minimal client is the floor for what hil does per case: ~60 lines of Python on raw
 sockets, no adbutils, no threads, no watchdog, no parsing, no results. It opens each service
 with `host:transport:SERIAL` on its own connection with Nagle off and quick ACKs, pushes the
-`.pte` and inputs in one sync connection (acknowledgements read at the end), runs exactly
-the run shell hil runs (`AdbBoard.run_chain`) through shell v2, and pulls the outputs and
-`statistics.txt` files in one sync connection. hil / that client is what hil's own code
+`.pte`, inputs and folder markers in one sync connection (acknowledgements read at the end),
+runs exactly the run shell hil runs (`AdbBoard.run_chain`) through shell v2, and pulls the
+outputs and `statistics.txt` files in one sync connection. hil / that client is what hil's own code
 costs; the board's work is the same for both.
 
 Usage: .venv/bin/python scripts/bench.py [--suite ops] [--link usb2] [--cases 10] [--json bench.json]
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.adbserver import AdbServer
-from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, device_command
+from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, device_command, folder_markers
 from hil.board.spec import BoardSpec
 from hil.cases import load_suite
 from hil.cases.case import Case
@@ -103,12 +103,12 @@ class MinimalClient:
         finally:
             sock.close()
 
-    def push(self, files: list[tuple[Path, str]]) -> None:
+    def push(self, files: list[tuple[Path | bytes, str]]) -> None:
         sock = self._open("sync:")
         try:
             for local, remote in files:
                 spec = f"{remote},{0o100644}".encode()
-                data = local.read_bytes()
+                data = local if isinstance(local, bytes) else local.read_bytes()
                 message = b"SEND" + struct.pack("<I", len(spec)) + spec
                 for offset in range(0, len(data), 65536):
                     chunk = data[offset : offset + 65536]
@@ -148,8 +148,9 @@ class MinimalClient:
     def case(self, board: AdbBoard, artifact: Artifact, case_dir: str) -> dict[str, float]:
         """The three operations of a case as hil does them; seconds per operation."""
         inputs = [posixpath.join(case_dir, artifact.input_file(i).name) for i in range(len(artifact.inputs))]
-        files = [(artifact.pte, posixpath.join(case_dir, "model.pte"))]
+        files: list[tuple[Path | bytes, str]] = [(artifact.pte, posixpath.join(case_dir, "model.pte"))]
         files += [(artifact.input_file(i), remote) for i, remote in enumerate(inputs)]
+        files += [(data, remote) for data, remote, _mode in folder_markers(case_dir, 1)]
         start = time.perf_counter()
         self.push(files)
         pushed = time.perf_counter()

@@ -33,7 +33,7 @@ import adbutils
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
-from hil.board.thermal import THERMAL_SCRIPT, parse_state, waiting_line
+from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
 from hil.latency import latency_stats, stability
@@ -73,6 +73,8 @@ _INVOKE = f'echo $$ > "$1" && shift && echo "{INVOCATION_MARKER}" >&2 && exec "$
 """Constant script run as `sh -c SCRIPT sh PID_FILE RUNNER ARGS...`: records the runner's
 PID (the shell execs into the runner) so the host can kill exactly it, and marks the
 invocation."""
+FOLDER_MARKER = ".hil-folder"
+"""The empty file pushed into each folder a case needs (`folder_markers`)."""
 _KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
 PEAK_RSS = ("command", "time", "-v")
 """Prefix of each invocation on a board whose `time -v` works (toybox, `toys/posix/time.c`:
@@ -288,14 +290,22 @@ class AdbBoard:
         noise = noise or NoiseControl()
         case_dir = posixpath.join(self.workdir, safe_name(slot, "case slot"))
         inputs = [artifact.input_file(i) for i in range(len(artifact.inputs))]
-        uploads = [(artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)]
+        uploads: list[tuple[Path | bytes, str, int]] = [
+            (artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)
+        ]
         uploads += [
             (path, posixpath.join(case_dir, safe_name(path.name, "input file")), 0o644)
             for path in inputs
         ]
+        remote_inputs = [remote for _local, remote, _mode in uploads[1:]]
+        fresh = case_dir not in self._case_dirs  # a retry on this board reuses the folder
+        self._case_dirs.add(case_dir)
+        if fresh:
+            uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
         try:
-            execution = self._run(artifact, case_dir, uploads, host_out, iterations, warmup, noise)
+            execution = self._run(artifact, case_dir, uploads, remote_inputs, fresh, host_out,
+                                  iterations, warmup, noise)
         except InfraError:
             self._check_console()  # a crash on the console explains the failure best
             raise
@@ -306,13 +316,14 @@ class AdbBoard:
         self,
         artifact: Artifact,
         case_dir: str,
-        uploads: list[tuple[Path, str, int]],
+        uploads: list[tuple[Path | bytes, str, int]],
+        inputs: list[str],
+        fresh: bool,
         host_out: Path,
         iterations: int,
         warmup: int,
         noise: NoiseControl,
     ) -> Execution:
-        inputs = [remote for _local, remote, _mode in uploads[1:]]
         start = time.perf_counter()
         try:
             push_files(self.device, uploads, timeout=self.idle_timeout_s)
@@ -320,8 +331,6 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        fresh = case_dir not in self._case_dirs  # a retry on this board reuses the folder
-        self._case_dirs.add(case_dir)
         chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
@@ -391,10 +400,10 @@ class AdbBoard:
         self, case_dir: str, inputs: Sequence[str], iterations: int, warmup: int, noise: NoiseControl,
         fresh: bool = True,
     ) -> list[list[str]]:
-        """The argument lists of a case's run shell (joined with `&&`): clean the case's
-        folder (unless `fresh`: nothing ran in it yet), read the board's state and wait for
-        it to cool, then one runner invocation per iteration, each in its own `runs/<i>/`
-        folder."""
+        """The argument lists of a case's run shell (joined with `&&`): unless `fresh` (the
+        push has just made the folders, `folder_markers`), clean the case's folder and make
+        them; read the board's state and wait for it to cool; then one runner invocation per
+        iteration, each in its own `runs/<i>/` folder."""
         # The host kills the runner by its PID at the deadline. The board-side backstop ends an
         # invocation that outlives it anyway (the kill failed, the host lost track) before the
         # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
@@ -415,12 +424,14 @@ class AdbBoard:
         runs: list[list[str]] = []
         for folder in folders:
             runs += [["cd", folder], invocation]
+        if fresh:  # the push made the folders (`folder_markers`)
+            setup = []
+        else:
+            setup = [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out", *folders]]
         return [
             ["cd", case_dir],
-            *([] if fresh else [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE]]),
-            ["mkdir", "-p", "out", *folders],
-            ["sh", "-c", THERMAL_SCRIPT, "sh", str(round(noise.cooldown_c * 1000)),
-             str(noise.cooldown_max_s)],
+            *setup,
+            ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)],
             *runs,
         ]
 
@@ -467,6 +478,14 @@ class AdbBoard:
             self._shell([["rm", "-rf", self.workdir]], timeout=30)
         except InfraError as exc:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
+
+
+def folder_markers(case_dir: str, iterations: int) -> list[tuple[bytes, str, int]]:
+    """Empty files whose push makes a case's `out/` and `runs/<i>/` folders: adbd creates the
+    parents of a pushed file (`fixed_push_mkdir`), in the connection that goes up anyway, so
+    the run shell needs no `mkdir` process."""
+    folders = ["out", *(posixpath.join(RUNS_FOLDER, str(i)) for i in range(iterations))]
+    return [(b"", posixpath.join(case_dir, folder, FOLDER_MARKER), 0o644) for folder in folders]
 
 
 def _last_line(text: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import adbutils
@@ -34,9 +34,10 @@ def _request(command: bytes, path: str) -> bytes:
 
 
 def push_files(
-    device: adbutils.AdbDevice, files: Sequence[tuple[Path, str, int]], timeout: float = 30.0
+    device: adbutils.AdbDevice, files: Sequence[tuple[Path | bytes, str, int]], timeout: float = 30.0
 ) -> int:
-    """Push `(local, remote, mode)` files in one sync connection; returns the bytes sent.
+    """Push `(local, remote, mode)` files in one sync connection (`local` a host file or the
+    bytes themselves); returns the bytes sent.
 
     Every file goes out before the first acknowledgement is read (as `adb push` of several
     files does): one wait for the board per connection, not one per file. adbd answers each
@@ -49,11 +50,10 @@ def push_files(
         try:
             for local, remote, mode in files:
                 pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
-                with local.open("rb") as source:
-                    while chunk := source.read(CHUNK):
-                        connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
-                        pending = b""
-                        total += len(chunk)
+                for chunk in _chunks(local):
+                    connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                    pending = b""
+                    total += len(chunk)
                 connection.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
         except (BrokenPipeError, ConnectionResetError) as error:
             cut = error  # the board may have ended the session after a FAIL: read it first
@@ -74,6 +74,16 @@ def push_files(
             raise cut
         connection.sendall(_request(b"QUIT", ""))
     return total
+
+
+def _chunks(local: Path | bytes) -> Iterator[bytes]:
+    if isinstance(local, bytes):
+        for offset in range(0, len(local), CHUNK):
+            yield local[offset : offset + CHUNK]
+        return
+    with local.open("rb") as source:
+        while chunk := source.read(CHUNK):
+            yield chunk
 
 
 def pull_files(

@@ -2,14 +2,15 @@
 
 Latency measured on a hot board (thermal throttling) or under a power-saving governor says
 more about the board than about the program. So the first step of every case's run shell is
-`THERMAL_SCRIPT` (a constant, run as `sh -c SCRIPT sh LIMIT_MILLI_C MAX_WAIT_S`): it reads
+`thermal_script(LIMIT_MILLI_C, MAX_WAIT_S)` (a constant script after a first line setting
+those two integers, run by the run shell itself with `eval`: no process of its own): it reads
 every thermal zone (`/sys/class/thermal/thermal_zone*/{type,temp}`, milli-degrees Celsius)
 and, while the hottest zone is at or above the limit, sleeps a second and reads again, up to
 the maximum wait (announcing the wait on stderr as it begins); then it prints every zone and
 every cpufreq policy (`/sys/devices/system/cpu/cpufreq/policy*`: governor, current, minimum
 and maximum frequency in kHz) as `hil: ...` lines on stderr, before the first runner
-invocation. Reading costs no extra round trip and no process but the script's `sh` (the
-loop uses shell built-ins only).
+invocation. Reading costs no extra round trip and no process (shell built-ins only; `sleep`
+while it waits).
 
 The same files exist on the virtual board (`hil/virtual/device.py`), whose `hot` fault
 raises every zone for a while (`hil/virtual/faults.py`).
@@ -21,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-THERMAL_SCRIPT = r"""limit=$1 max=$2 waited=0
+THERMAL_SCRIPT = r"""waited=0
 hottest() {
   h=
   for f in /sys/class/thermal/thermal_zone*/temp; do
@@ -58,7 +59,13 @@ for p in /sys/devices/system/cpu/cpufreq/policy*; do
 done
 echo "hil: cooldown ${start:--} ${h:--} $waited $limit $max" >&2
 """
-"""POSIX sh (Android's mksh, the virtual board's dash): built-ins only but `sleep`."""
+"""POSIX sh (Android's mksh, the virtual board's dash): built-ins only but `sleep`. It
+expects `limit` (milli-°C) and `max` (seconds) to be set."""
+
+
+def thermal_script(limit_milli_c: int, max_wait_s: int) -> str:
+    """THERMAL_SCRIPT with its two numbers, for `eval` in the run shell."""
+    return f"limit={int(limit_milli_c)} max={int(max_wait_s)}\n{THERMAL_SCRIPT}"
 
 _WAITING = re.compile(r"^hil: cooldown waiting: hottest zone (-?\d+) >= (-?\d+), up to (\d+) s$")
 

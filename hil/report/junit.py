@@ -35,9 +35,10 @@ def suite_name(case: dict[str, Any]) -> str:
     return f"{case['suite']}.{case['precision']}@{case.get('board') or NO_BOARD}"
 
 
-def write_junit(results: dict[str, Any], path: Path) -> None:
-    """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically."""
-    atomic_write_text(Path(path), render_junit(results))
+def write_junit(results: dict[str, Any], path: Path, durable: bool = True) -> None:
+    """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically
+    (`durable`: see `atomic_write_text`)."""
+    atomic_write_text(Path(path), render_junit(results), durable)
 
 
 def render_junit(results: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from hil.board.adb import AdbBoard
 from hil.board.connection import shell_v2
-from hil.board.thermal import THERMAL_SCRIPT, parse_state
+from hil.board.thermal import parse_state, thermal_script
 from hil.run import VIRTUAL_RUNNER
 from hil.virtual.device import CPUFREQ_POLICIES, THERMAL_ZONES
 
@@ -26,7 +26,7 @@ def board(board_device, virtual_board) -> Iterator[AdbBoard]:
 
 
 def _read(board: AdbBoard, limit_c: float, max_wait_s: int, on_stderr=None):
-    result = board._shell([["sh", "-c", THERMAL_SCRIPT, "sh", str(int(limit_c * 1000)), str(max_wait_s)]],
+    result = board._shell([["eval", thermal_script(int(limit_c * 1000), max_wait_s)]],
                           timeout=30, on_stderr=on_stderr)
     assert result.returncode == 0, result.stderr
     return parse_state(result.stderr)
