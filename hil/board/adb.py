@@ -200,9 +200,14 @@ class AdbBoard:
         argv_chain: Sequence[Sequence[str]],
         timeout: float,
         on_stderr: Callable[[bytes], None] | None = None,
+        bound: bool = True,
     ) -> adbutils.ShellReturn:
+        """The chain through shell v2; `bound`: in a thread of its own that may take no
+        longer than `timeout` + the idle timeout (the run shell is supervised instead)."""
         command = device_command(*argv_chain)
         try:
+            if not bound:
+                return shell_v2(self.device, command, timeout, on_stderr)
             return bounded(
                 lambda: shell_v2(self.device, command, timeout, on_stderr),
                 timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
@@ -334,9 +339,9 @@ class AdbBoard:
         chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
-        supervised = supervise(
+        supervised = supervise(  # its own thread, bounded by the deadline and the probes
             lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
-                                on_stderr=self._announce_cooldown),
+                                on_stderr=self._announce_cooldown, bound=False),
             self.alive, self.idle_timeout_s, deadline_s,
             lambda: self._kill_runner(case_dir), f"{self.name}: runner",
         )
