@@ -79,7 +79,7 @@ def stability(stats: dict[str, Any], cv_limit: float, hot: str | None = None) ->
     reasons = []
     cv = stats.get("cv")
     if isinstance(cv, (int, float)) and cv > cv_limit:
-        reasons.append(f"cv {cv:.3f} > {cv_limit:g}")
+        reasons.append(f"cv {cv:.3f} above the limit {cv_limit:g}")
     if hot:
         reasons.append(hot)
     if reasons:

@@ -33,7 +33,7 @@ def test_one_sample_has_no_spread_and_cannot_be_judged() -> None:
 def test_a_cv_above_the_limit_is_unstable_and_below_it_stable() -> None:
     noisy = latency_stats([1.0, 1.5, 0.7, 1.2])
     assert stability(noisy, 0.10)["unstable"] is True
-    assert stability(noisy, 0.10)["unstable_reasons"] == [f"cv {noisy['cv']:.3f} > 0.1"]
+    assert stability(noisy, 0.10)["unstable_reasons"] == [f"cv {noisy['cv']:.3f} above the limit 0.1"]
     assert stability(latency_stats([1.0, 1.01, 0.99, 1.0]), 0.10)["unstable"] is False
 
 

@@ -59,6 +59,6 @@ def test_old_and_new_latency_records_read_back() -> None:
         "p50 2.000 p90 2.800 p99 2.980 mean 2.000 trimmed 2.000 std 1.000 min 1.000 max 3.000 "
         "cv 0.500 n 3")
     new["latency_ms"].update(stability(new["latency_ms"], 0.10, "board still at 70 °C"))
-    assert format_latency(new).endswith("n 3 UNSTABLE (cv 0.500 > 0.1; board still at 70 °C)")
+    assert format_latency(new).endswith("n 3 UNSTABLE (cv 0.500 above the limit 0.1; board still at 70 °C)")
     assert format_latency(case("s", "fp32", "c", "SKIP", latency_ms=None)) == ""
     assert latency_of(case("s", "fp32", "d", "PASS", latency_ms={"avg": True}), "avg") is None

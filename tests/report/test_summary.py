@@ -62,7 +62,7 @@ def test_latency_table_copes_with_old_and_new_records() -> None:
     # 1 2 3 4: std 1.291, cv 0.516 > 0.10: unstable
     assert latency["s.fp32.new"].endswith(
         "| - | - | - | 2.500 | 3.700 | 3.970 | 2.500 | 2.500 | 1.291 | 0.516 | 4 | 2.0 | 10.0 | "
-        "UNSTABLE: cv 0.516 &gt; 0.1 |")
+        "UNSTABLE: cv 0.516 above the limit 0.1 |")
     assert "s.fp32.none" not in latency
 
 
