@@ -435,7 +435,8 @@ class Run:
             extra = ["--link", self.options.virtual_link]
             if self.options.runner_profile:
                 extra += ["--runner-profile", self.options.runner_profile]
-            process = start_virtual_board(root, self.options.chipset, name, extra)
+            # warm: the executor's import is the board's start-up, not its first case's time
+            process = start_virtual_board(root, self.options.chipset, name, extra, wait_warm=True)
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)

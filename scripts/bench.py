@@ -270,7 +270,7 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
         try:
             for kind in dict.fromkeys([link, "none"]):
                 process = start_virtual_board(work / f"board-{kind}", "E9955", f"bench-{kind}",
-                                              ["--link", kind])
+                                              ["--link", kind], wait_warm=True)
                 device = adb.connect(process.address, timeout=60)
                 board = AdbBoard(f"bench-{kind}", process.address, device, "bench", VIRTUAL_RUNNER, 60)
                 board.prepare()

@@ -24,6 +24,8 @@ import logging
 import os
 import signal
 import socket
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
@@ -274,13 +276,28 @@ class VirtualBoard:
             self._executor.stop()
             self._executor = None
 
-    async def wait_warm(self) -> None:
-        """Return once the executor has imported the host runtime (a board's own start-up:
-        the first case must not pay for it); a `hot` fault's time counts from then."""
-        if self._executor is not None:
-            await asyncio.to_thread(self._executor.wait_warm)
-        self._ready = True
-        self._apply_heat()
+    def when_warm(self, callback: Callable[[], None]) -> None:
+        """Call `callback` in the event loop once the executor has imported the host runtime
+        (a board's own start-up: the first case must not pay for it); a `hot` fault's time
+        counts from then. Waits in a daemon thread, so that a stop is not held up."""
+        loop = asyncio.get_running_loop()
+        executor = self._executor
+
+        def warm() -> None:
+            self._ready = True
+            self._apply_heat()
+            callback()
+
+        def wait() -> None:
+            assert executor is not None
+            executor.wait_warm()
+            with contextlib.suppress(RuntimeError):  # the loop closed: the board stopped
+                loop.call_soon_threadsafe(warm)
+
+        if executor is None:
+            warm()
+        else:
+            threading.Thread(target=wait, name="hil-board-warm", daemon=True).start()
 
     def _start_executor(self) -> _Executor | None:
         try:

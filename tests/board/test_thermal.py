@@ -15,6 +15,7 @@ from hil.board.connection import shell_v2
 from hil.board.thermal import parse_state, thermal_script
 from hil.run import VIRTUAL_RUNNER
 from hil.virtual.device import CPUFREQ_POLICIES, THERMAL_ZONES
+from tests.faults import wait_until_warm
 
 
 @pytest.fixture
@@ -64,6 +65,7 @@ def test_a_hot_board_that_does_not_cool_is_waited_for_within_the_bound_and_said_
 
 
 def test_a_hot_board_cools_when_its_time_is_up_and_the_wait_ends_there(board, virtual_board, caplog) -> None:
+    wait_until_warm(virtual_board)  # a hot fault's seconds count from the board's warm-up
     virtual_board.control("fault hot,temp=70,seconds=2")
     time.sleep(0.3)
     with caplog.at_level(logging.WARNING, logger="hil.board.adb"):
