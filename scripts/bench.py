@@ -286,12 +286,12 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                 for r in range(rounds):
                     order = ("hil", "min") if r % 2 == 0 else ("min", "hil")
                     for who in order:
-                        if who == "hil":
-                            execution = shaped.board.run(artifact, f"c{i}h", work / f"h{i}", 1, 0)
+                        if who == "hil":  # a fresh slot each time, as a run gives each case
+                            execution = shaped.board.run(artifact, f"c{i}h{r}", work / f"h{i}", 1, 0)
                             hil.append(execution.timings_s)
                             latency = execution.latency_ms
                         else:
-                            case_dir = posixpath.join(shaped.board.workdir, f"c{i}m")
+                            case_dir = posixpath.join(shaped.board.workdir, f"c{i}m{r}")
                             minimal.append(shaped.client.case(shaped.board, artifact, case_dir))
                 seed = upstream_flow(shaped.device, artifact, work / f"up{i}")
                 row: dict[str, Any] = {"case": i, "pte_bytes": artifact.pte_bytes, "upstream_ms": seed * 1000}
