@@ -7,13 +7,14 @@ One process measures, on the same virtual boards and link, and prints tables:
       (`MinimalClient` below), and where a case's time goes;
   (c) hil vs the link-limited minimum (bytes / bandwidth + 3 round trips + the runner's own
       work) plus the board's own per-exec cost (its shell start and the runner front, both
-      measured on an unshaped board), per case;
+      measured on an unshaped board), per case; and vs the link minimum plus everything the
+      board does for a case (the minimal client's whole case on an unshaped board);
   (d) 1 vs 4 virtual boards on >= 40 cases (board phase of a real `Run`, lowering cached),
       with the CPU each case costs hil and the boards;
   (e) cold vs warm lowering of the suite.
 `--json FILE` writes the figures: seed_speedup, hil_vs_minimal_client, overhead_vs_link_min,
-scaling_4_boards, warm_relower_count, warm_vs_cold, the per-case breakdown, board costs,
-CPU per case and the machine's load average.
+overhead_vs_board_floor, scaling_4_boards, warm_relower_count, warm_vs_cold, the per-case
+breakdown, board costs, CPU per case and the machine's load average.
 
 The minimal client is the floor for what hil does per case: ~60 lines of Python on raw
 sockets, no adbutils, no threads, no watchdog, no parsing, no results. It opens each service
@@ -237,20 +238,16 @@ def median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000.0
 
 
-def board_costs(client: MinimalClient, rounds: int) -> dict[str, float]:
-    """The board's own per-exec cost, on an unshaped board: a shell start (`true`) and the
-    runner front (`enn_executor_runner --help`: the front's start and its round trip to the
-    executor, which prints usage after ENN init) beyond a shell start (ms, medians)."""
-    shell, front = [], []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        client.shell("true")
-        shell.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        client.shell(device_command([RUNNER_PATH, "--help"]))
-        front.append(time.perf_counter() - start)
-    shell_ms = median_ms(shell)
-    return {"shell_start_ms": round(shell_ms, 2), "runner_front_ms": round(median_ms(front) - shell_ms, 2)}
+def board_costs(client: MinimalClient) -> dict[str, float]:
+    """The board's own per-exec cost, on an unshaped board (seconds): a shell start (`true`)
+    and the runner front (`enn_executor_runner --help`: the front's start and its round
+    trip to the executor, which prints usage after ENN init) beyond a shell start."""
+    start = time.perf_counter()
+    client.shell("true")
+    shell = time.perf_counter() - start
+    start = time.perf_counter()
+    client.shell(device_command([RUNNER_PATH, "--help"]))
+    return {"shell_start": shell, "runner_front": time.perf_counter() - start - shell}
 
 
 @dataclasses.dataclass
@@ -278,12 +275,14 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
             shaped, bare = benches[link], benches["none"]
             for bench in benches.values():  # the first case of a board loads the delegate library
                 bench.board.run(artifacts[0], "warm", work / "warm", 1, 0)
-            costs = board_costs(bare.client, rounds * 3)
+            costs: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
             for i, artifact in enumerate(artifacts):
                 hil: list[dict[str, float]] = []
                 minimal: list[dict[str, float]] = []
+                unshaped: list[dict[str, float]] = []
+                board: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
                 latency = None
-                for r in range(rounds):
+                for r in range(rounds):  # every contender in every round: the same load
                     order = ("hil", "min") if r % 2 == 0 else ("min", "hil")
                     for who in order:
                         if who == "hil":  # a fresh slot each time, as a run gives each case
@@ -293,21 +292,30 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                         else:
                             case_dir = posixpath.join(shaped.board.workdir, f"c{i}m{r}")
                             minimal.append(shaped.client.case(shaped.board, artifact, case_dir))
+                    case_dir = posixpath.join(bare.board.workdir, f"c{i}u{r}")
+                    unshaped.append(bare.client.case(bare.board, artifact, case_dir))
+                    for key, seconds in board_costs(bare.client).items():
+                        board[key].append(seconds)
                 seed = upstream_flow(shaped.device, artifact, work / f"up{i}")
                 row: dict[str, Any] = {"case": i, "pte_bytes": artifact.pte_bytes, "upstream_ms": seed * 1000}
-                for name, series in (("hil", hil), ("min", minimal)):
+                for name, series in (("hil", hil), ("min", minimal), ("bare", unshaped)):
                     for part in ("push", "exec", "pull"):
                         row[f"{name}_{part}_ms"] = median_ms([t[part] for t in series])
                     row[f"{name}_ms"] = median_ms([sum(t.values()) for t in series])
+                for key, values in board.items():
+                    row[f"{key}_ms"] = median_ms(values)
+                    costs[key] += values
                 row["runner_ms"] = runner_work_s(latency) * 1000
                 row["link_ms"] = link_minimum(artifact, link) * 1000
-                row["floor_ms"] = (row["link_ms"] + row["runner_ms"] + costs["shell_start_ms"]
-                                   + costs["runner_front_ms"])
+                row["floor_ms"] = (row["link_ms"] + row["runner_ms"] + row["shell_start_ms"]
+                                   + row["runner_front_ms"])
+                row["board_floor_ms"] = row["link_ms"] + row["bare_ms"]
                 rows.append(row)
         finally:
             for bench in benches.values():
                 bench.process.stop()
-    return {"rows": rows, "board": costs}
+    board_ms = {f"{key}_ms": round(median_ms(values), 2) for key, values in costs.items()}
+    return {"rows": rows, "board": board_ms}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -373,7 +381,7 @@ def _cmdline(proc: Path) -> str:
         return ""
 
 
-def breakdown_table(rows: list[dict[str, Any]], board: dict[str, float]) -> str:
+def breakdown_table(rows: list[dict[str, Any]]) -> str:
     """Where a case's time goes (medians over the cases), hil beside the minimal client."""
     def med(key: str) -> float:
         return statistics.median(row[key] for row in rows)
@@ -385,12 +393,14 @@ def breakdown_table(rows: list[dict[str, Any]], board: dict[str, float]) -> str:
         f"| exec (one shell: state read, runner invocation) | {med('hil_exec_ms'):.1f} | "
         f"{med('min_exec_ms'):.1f} |",
         f"|   of which the runner's own work (its statistics) | {med('runner_ms'):.1f} | same |",
-        f"|   of which the board's shell start (`true`, unshaped) | {board['shell_start_ms']:.1f} | same |",
-        f"|   of which the runner front (unshaped) | {board['runner_front_ms']:.1f} | same |",
+        f"|   of which the board's shell start (`true`, unshaped) | {med('shell_start_ms'):.1f} | same |",
+        f"|   of which the runner front (unshaped) | {med('runner_front_ms'):.1f} | same |",
         f"| pull (one sync connection) | {med('hil_pull_ms'):.1f} | {med('min_pull_ms'):.1f} |",
         f"| total | {med('hil_ms'):.1f} | {med('min_ms'):.1f} |",
         f"| link minimum (bytes / bandwidth + 3 round trips) | {med('link_ms'):.1f} | |",
         f"| floor = link minimum + runner + shell start + front | {med('floor_ms'):.1f} | |",
+        f"| the minimal client's case on an unshaped board (all the board's work) | | {med('bare_ms'):.1f} |",
+        f"| board floor = link minimum + that | {med('board_floor_ms'):.1f} | |",
     ]
     return "\n".join(lines)
 
@@ -419,22 +429,26 @@ def main() -> int:
         measured = per_case(artifacts[: args.cases], args.link, args.rounds, work)
         rows, board = measured["rows"], measured["board"]
         print(f"\n(a)-(c) per case on link {args.link}, medians of {args.rounds} rounds:")
-        header = ("case", "upstream", "hil", "minimal", "floor", "up/hil", "hil/min", "hil/floor")
-        print("{:>4} {:>9} {:>7} {:>8} {:>7} {:>7} {:>8} {:>9}".format(*header))
+        header = ("case", "upstream", "hil", "minimal", "floor", "bfloor", "up/hil", "hil/min", "hil/floor",
+                  "hil/bfloor")
+        print("{:>4} {:>9} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>10}".format(*header))
         for row in rows:
             print(f"{row['case']:>4} {row['upstream_ms']:>9.1f} {row['hil_ms']:>7.1f} {row['min_ms']:>8.1f} "
-                  f"{row['floor_ms']:>7.1f} {row['upstream_ms'] / row['hil_ms']:>6.2f}x "
-                  f"{row['hil_ms'] / row['min_ms']:>7.2f}x {row['hil_ms'] / row['floor_ms']:>8.2f}x")
-        keys = ("upstream_ms", "hil_ms", "min_ms", "floor_ms")
+                  f"{row['floor_ms']:>7.1f} {row['board_floor_ms']:>7.1f} "
+                  f"{row['upstream_ms'] / row['hil_ms']:>6.2f}x {row['hil_ms'] / row['min_ms']:>7.2f}x "
+                  f"{row['hil_ms'] / row['floor_ms']:>8.2f}x {row['hil_ms'] / row['board_floor_ms']:>9.2f}x")
+        keys = ("upstream_ms", "hil_ms", "min_ms", "floor_ms", "board_floor_ms")
         total = {key: sum(row[key] for row in rows) for key in keys}
         speedup = total["upstream_ms"] / total["hil_ms"]
         vs_minimal = total["hil_ms"] / total["min_ms"]
         overhead = total["hil_ms"] / total["floor_ms"]
+        vs_board_floor = total["hil_ms"] / total["board_floor_ms"]
         print(f"sums: upstream/hil {speedup:.2f}x, hil/minimal client {vs_minimal:.2f}x, "
-              f"hil/(link minimum + runner + board per-exec cost) {overhead:.2f}x")
+              f"hil/(link minimum + runner + shell start + front) {overhead:.2f}x, "
+              f"hil/(link minimum + the minimal client's case on an unshaped board) {vs_board_floor:.2f}x")
         print(f"board per-exec cost (unshaped): shell start {board['shell_start_ms']:.1f} ms, "
               f"runner front {board['runner_front_ms']:.1f} ms")
-        print("\n" + breakdown_table(rows, board))
+        print("\n" + breakdown_table(rows))
 
         many = (cases * (args.scaling_cases // max(len(cases), 1) + 1))[: args.scaling_cases]
         if len(cases) < args.scaling_cases:  # too few cases: copies under new ids, pre-lowered
@@ -455,6 +469,7 @@ def main() -> int:
         "seed_speedup": round(speedup, 3),
         "hil_vs_minimal_client": round(vs_minimal, 3),
         "overhead_vs_link_min": round(overhead, 3),
+        "overhead_vs_board_floor": round(vs_board_floor, 3),
         "scaling_4_boards": round(four["cases_per_s"] / one["cases_per_s"], 3),
         "warm_relower_count": warm_count,
         "warm_vs_cold": round(warm_s / cold_s, 4),
