@@ -93,10 +93,16 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="per-case runner deadline in seconds (default: 120)")
     parser.add_argument("--retries", type=int, default=1, metavar="N",
                         help="retries of a case after an infrastructure error (default: 1)")
-    parser.add_argument("--iterations", type=int, default=1, metavar="N",
-                        help="timed runner executions per case (default: 1)")
-    parser.add_argument("--warmup", type=int, default=0, metavar="N",
-                        help="untimed runner executions first (default: 0)")
+    parser.add_argument("--latency", default="quick", metavar="quick|stable",
+                        help="latency profile: quick (1 sample, no warm-up: PR checks) or stable "
+                             "(3 warm-ups, 30 samples, longer cool-down: nightly); a manifest's "
+                             "`latency:` overrides it for its cases (default: quick)")
+    parser.add_argument("--iterations", type=int, default=None, metavar="N",
+                        help="runner invocations per case, one latency sample each (default: "
+                             "from --latency)")
+    parser.add_argument("--warmup", type=int, default=None, metavar="N",
+                        help="untimed runs before each invocation's timed ones (default: from "
+                             "--latency)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
                         help="lowering worker processes (default: 2, or 1 on a 1-core machine)")
     parser.add_argument("--no-cache", action="store_true",
@@ -177,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="further results files for the --plot trend")
     compare.add_argument("--threshold", default="10%", metavar="PCT",
                          help="relative growth that is a regression (default: 10%%)")
+    compare.add_argument("--min-delta-ms", default="0.02", metavar="MS",
+                         help="a latency change below this many ms is never a regression "
+                              "(default: 0.02)")
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
 
     boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
@@ -280,7 +289,7 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
                  "boot_timeout"):
         value = getattr(args, name)
-        if value < (0 if name in ("retries", "warmup") else 1):
+        if value is not None and value < (0 if name in ("retries", "warmup") else 1):
             raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
@@ -289,6 +298,7 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
     entries = _board_entries(inventory, args.board)
     boards = [] if inventory else parse_boards(args.board)
     cases, shard = select()
+    latency, suite_latency = _latency_plans(args)
     if args.runner_profile is not None:
         from hil.runner.profiles import profile_named
 
@@ -313,7 +323,8 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
         results_path=Path(args.results) if args.results else out / "results.json",
         junit_path=Path(args.junit) if args.junit else out / "junit.xml",
         shard=shard, timeout_s=args.timeout, retries=args.retries,
-        iterations=args.iterations, warmup=args.warmup, runner=runner,
+        iterations=latency.iterations, warmup=latency.warmup, runner=runner,
+        latency=latency, suite_latency=suite_latency,
         command=tuple(["hil", *sys.argv[1:]]),
         cache_dir=None if args.no_cache else _cache_dir(args.cache_dir),
         jobs=args.jobs,
@@ -469,6 +480,20 @@ def _drift(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _latency_plans(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The default latency plan and those of the suites that declare one (manifests'
+    `latency:`), with `--iterations` / `--warmup` over all (hil/latency_plan.py)."""
+    from hil.latency_plan import manifest_declaration, resolve_plans
+
+    declarations = {}
+    for suite in args.suite:
+        if suite.endswith((".yaml", ".yml")) or "/" in suite:
+            declared = manifest_declaration(Path(suite))
+            if declared is not None:
+                declarations[declared[0]] = declared[1]
+    return resolve_plans(args.latency, declarations, args.iterations, args.warmup)
+
+
 def _inventory(path: str | None) -> list[Any]:
     from hil.board.inventory import load_inventory
 
@@ -574,15 +599,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """`hil compare`: regressions of NEW against BASE as Markdown; exit 1 on a regression."""
-    from hil.report.compare import compare_results, parse_threshold, render_markdown
+    from hil.report.compare import compare_results, parse_min_delta, parse_threshold, render_markdown
     from hil.report.results import load_results
 
     threshold = parse_threshold(args.threshold)
+    min_delta_ms = parse_min_delta(args.min_delta_ms)
     if args.more and not args.plot:
         raise UsageError("compare: extra results files are only used by --plot PNG")
     paths = [Path(args.base), Path(args.new), *(Path(p) for p in args.more)]
     documents = [(path, load_results(path)) for path in paths]
-    comparison = compare_results(documents[0][1], documents[1][1], threshold)
+    comparison = compare_results(documents[0][1], documents[1][1], threshold, min_delta_ms)
     sys.stdout.write(render_markdown(comparison, paths[0], paths[1]))
     if args.plot:
         from hil.report.plot import plot_trend

@@ -32,6 +32,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.latency_plan import LatencyPlan
 from hil.report.junit import write_junit
 from hil.runner.profiles import BoardRunner
 from hil.verdict import Verdict
@@ -71,6 +72,11 @@ class RunOptions:
     iterations: int = 1
     warmup: int = 0
     runner: Path | None = None
+    latency: LatencyPlan | None = None
+    """How the cases' latency is measured (hil/latency_plan.py); None: `iterations` and
+    `warmup` with the default noise control."""
+    suite_latency: dict[str, LatencyPlan] = field(default_factory=dict)
+    """Suites (by name) that declare a plan of their own (a manifest's `latency:`)."""
     command: tuple[str, ...] = ()
     cache_dir: Path | None = None
     """Artifact cache folder; None disables the cache."""
@@ -176,6 +182,8 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "attempts": 0,
         "timings_s": {},
         "latency_ms": None,
+        "memory": None,
+        "board_state": None,
         "pte_bytes": None,
         "delegation": None,
         "outputs": [],
@@ -265,7 +273,8 @@ class Run:
                 return  # interrupted: a case cut short by the stop is not a result
             self.records.append(record)
             self.writer.add(record)
-            write_junit(self.writer.document, self.options.junit_path)  # valid after any stop
+            # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
+            write_junit(self.writer.document, self.options.junit_path, durable=False)
             if self.on_record is not None:
                 self.on_record(record)
 
@@ -451,6 +460,7 @@ class Run:
         idle_s = self.options.idle_timeout_s
         self._take_lease(entry)
         adb = self.servers.server_for(entry)
+        bring_up = time.perf_counter()
         if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
@@ -458,7 +468,8 @@ class Run:
             extra = ["--link", self.options.virtual_link]
             if self.options.runner_profile:
                 extra += ["--runner-profile", self.options.runner_profile]
-            process = start_virtual_board(root, self.options.chipset, name, extra)
+            # warm: the executor's import is the board's start-up, not its first case's time
+            process = start_virtual_board(root, self.options.chipset, name, extra, wait_warm=True)
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
@@ -510,7 +521,7 @@ class Run:
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
                  "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
-                 **self._board_lab_fields(entry)}
+                 "start_s": round(time.perf_counter() - bring_up, 3), **self._board_lab_fields(entry)}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
@@ -677,9 +688,11 @@ class Run:
         artifact = work.artifact
         slot = f"c{work.index:04d}"
         host_out = self.options.out_dir / "cases" / slot / f"output-{board.name}"
+        plan = self.options.suite_latency.get(work.case.suite) or self.options.latency
+        plan = plan or LatencyPlan(self.options.warmup, self.options.iterations)
         try:
             execution = board.run(
-                artifact, slot, host_out, self.options.iterations, self.options.warmup
+                artifact, slot, host_out, plan.iterations, plan.warmup, plan.noise
             )
             judgement = judge(work.case, artifact, execution)
         except InfraError as exc:
@@ -702,7 +715,7 @@ class Run:
             attempts=len(work.tried_on),
             timings_s={"lower": self._lower_seconds(work), **execution.timings_s},
             cache_hit=work.cached,
-            latency_ms=execution.latency_ms,
+            **execution.record_fields(),
             **artifact.record_fields(),
             outputs=judgement.output_records(),
             checker=judgement.checker_record(),

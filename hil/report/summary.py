@@ -13,7 +13,6 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from hil.latency import LATENCY_KEYS
 from hil.report.localization import localized_cases, probe_rows
 from hil.report.results import (
     case_key,
@@ -23,7 +22,7 @@ from hil.report.results import (
     worst_abs_error,
     worst_first,
 )
-from hil.report.stats import latency_of
+from hil.report.stats import SUMMARY_COLUMNS, summary_cells
 from hil.verdict import Verdict
 
 SUMMARY_LIMIT_BYTES = 1024 * 1024 - 1024
@@ -251,24 +250,16 @@ def _latency(cases: list[dict[str, Any]]) -> _Section | None:
     measured = [c for c in cases if c.get("latency_ms")]
     if not measured:
         return None
-    columns = ["case", "board", *LATENCY_KEYS, "n"]
-    rows = []
-    for c in measured:
-        count = (c.get("latency_ms") or {}).get("n")
-        rows.append(
-            _row(
-                [
-                    f"`{cell(case_key(c))}`",
-                    cell(c.get("board") or "-"),
-                    *(_num(latency_of(c, k)) for k in LATENCY_KEYS),
-                    str(count) if isinstance(count, int) and not isinstance(count, bool) else "-",
-                ]
-            )
-        )
+    columns = ["case", "board", *SUMMARY_COLUMNS]
+    rows = [
+        _row([f"`{cell(case_key(c))}`", cell(c.get("board") or "-"),
+              *(cell(value) for value in summary_cells(c))])
+        for c in measured
+    ]
     head = [
-        "<details><summary>Latency per case (ms)</summary>",
+        "<details><summary>Latency (ms), program memory and stability per case</summary>",
         "",
-        *_table_head(columns, set(columns[2:])),
+        *_table_head(columns, set(columns[2:-1])),
     ]
     return _Section(head, rows, "latency rows", foot=["", "</details>"])
 

@@ -18,9 +18,12 @@ A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPE
 | `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
-| `slow` | every adb message the board sends is delayed (state) | `delay` seconds (default 0.05) |
 | `miscompute` | a program executing op `op` (any, without `op`) returns outputs + `rel` x RMS | `op`, `rel` |
+| `slow` | every adb message the board sends (`on=exec`: every inference) is delayed (state) | `delay`, `on` |
+| `hot` | thermal zones at `temp` °C, clocks at their minimum, for `seconds` (state) | `temp`, `seconds` |
 
+`slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; `hot`
+defaults to `temp=80,seconds=30` (`seconds=0`: hot until cleared).
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
 (a sync RECV); `on=now` (control FIFO) applies a drop, freeze, reboot or panic at once.
 `path=GLOB` limits push/pull faults to device paths matching the glob;
@@ -50,7 +53,7 @@ BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data")
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot")
 """Faults that hold until cleared rather than fire on an event."""
 KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
 
@@ -71,8 +74,9 @@ _KEYS = {
     "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
-    "slow": {"delay"},
+    "slow": {"delay", "on"},
     "readonly-data": set(),
+    "hot": {"temp", "seconds"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
                   "missing-output": "exec", "miscompute": "exec", "storage-full": "push", "freeze": "exec",
@@ -106,6 +110,12 @@ class Fault:
     `hardswish`, `add`, `convolution`...); empty: every program."""
     rel: float = 0.5
     """`miscompute`: the added error's RMS relative to each output's RMS."""
+    """`slow`: seconds added before every adb message the board sends (`on=exec`: to
+    every timed inference instead)."""
+    temp: float = 80.0
+    """`hot`: the temperature of every thermal zone (°C)."""
+    seconds: float = 30.0
+    """`hot`: how long the board stays hot once the fault is set; 0: until cleared."""
 
     @property
     def is_state(self) -> bool:
@@ -165,6 +175,7 @@ def parse_fault(spec: str) -> Fault:
         fields["delay"] = delay
     if kind == "miscompute":
         _miscompute_fields(spec, values, fields)
+    fields.update(_latency_fault_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]
 
 
@@ -183,6 +194,32 @@ def _miscompute_fields(spec: str, values: dict[str, str], fields: dict[str, obje
         if not 0 < rel <= 100:
             raise UsageError(f"--fault {spec!r}: rel={values['rel']!r}: a number in (0, 100]")
         fields["rel"] = rel
+
+
+# -- latency faults (hil/board/thermal.py, `hil compare`): a hot board, a slow runner -------
+SLOW_ON = ("adb", "exec")
+"""`slow,on=adb` (the default) delays the board's adb messages; `slow,on=exec` every timed
+inference of the runner, so its latency samples grow by `delay`."""
+
+
+def _latency_fault_fields(spec: str, kind: str, values: dict[str, str]) -> dict[str, object]:
+    """The `on` of a `slow` fault and the `temp` / `seconds` of a `hot` one."""
+    fields: dict[str, object] = {}
+    if kind == "slow":
+        on = values.get("on", "adb")
+        if on not in SLOW_ON:
+            raise UsageError(f"--fault {spec!r}: on={on!r}: expected one of {', '.join(SLOW_ON)}")
+        fields["on"] = "exec" if on == "exec" else ""
+    for key, low, high in (("temp", -40.0, 150.0), ("seconds", 0.0, 86400.0)):
+        if kind == "hot" and key in values:
+            try:
+                number = float(values[key])
+            except ValueError:
+                number = low - 1
+            if not low <= number <= high:
+                raise UsageError(f"--fault {spec!r}: {key}={values[key]!r}: a number in [{low:g}, {high:g}]")
+            fields[key] = number
+    return fields
 
 
 class FaultPlan:
@@ -208,10 +245,19 @@ class FaultPlan:
             self._faults.clear()
             self._seen.clear()
 
-    def state(self, kind: str) -> Fault | None:
-        """The armed state fault of `kind`, if any."""
+    def state(self, kind: str, on: str = "") -> Fault | None:
+        """The armed state fault of `kind` (and `on`: `slow` has two), if any."""
         with self._lock:
-            return next((f for f in self._faults if f.kind == kind), None)
+            return next((f for f in self._faults if f.kind == kind and f.on == on), None)
+
+    def remove(self, fault: Fault) -> None:
+        """Disarm one fault (a `hot` fault whose time is up); no-op when it is gone."""
+        with self._lock:
+            for index, armed in enumerate(self._faults):
+                if armed is fault:
+                    del self._faults[index]
+                    del self._seen[index]
+                    return
 
     def fire(self, event: str, path: str = "") -> list[Fault]:
         """The faults that fire on this event (counting it for every matching fault); a
@@ -219,7 +265,9 @@ class FaultPlan:
         fired: list[Fault] = []
         with self._lock:
             for index, fault in enumerate(self._faults):
-                if fault.on != event or (path and not fnmatch.fnmatchcase(path, fault.path)):
+                if fault.is_state or fault.on != event or (
+                    path and not fnmatch.fnmatchcase(path, fault.path)
+                ):
                     continue
                 self._seen[index] += 1
                 shots = self._seen[index] - fault.after

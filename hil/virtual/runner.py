@@ -65,6 +65,8 @@ class RunnerResult:
     """The exit code, or None when the runner died by a signal."""
     signal: int | None = None
     """The signal that killed the runner, or None when it exited."""
+    peak_rss_kib: int | None = None
+    """The peak RSS of the exec, when the executor measured it (`executor.py`)."""
 
     @property
     def shell_status(self) -> int:
@@ -83,6 +85,8 @@ class RunnerFaults:
     miscompute: tuple[tuple[str, float], ...] = ()
     """(op, rel) per `miscompute` fault: a program executing `op` (any program when empty)
     returns floating outputs + rel x their RMS (`perturb`)."""
+    slow_s: float = 0.0
+    """Added to every timed or untimed inference (a `slow,on=exec` fault): a slower program."""
 
 
 class _RunnerExit(Exception):
@@ -381,6 +385,8 @@ def _run(
             status = 0
         except RuntimeError as error:
             status = _status(error, 0x01)
+        if faults.slow_s:
+            time.sleep(faults.slow_s)
         return _ms(time.perf_counter() - start)
 
     # 9. warm-ups (their status is overwritten by the next run)

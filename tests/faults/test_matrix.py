@@ -94,7 +94,7 @@ ROWS = [
     Row("storage full on push", ("fault storage-full,path=*.pte",), ONE_INFRA, "reconnect",
         r"No space left on device"),
     Row("storage full at the output folder", ("fault storage-full,on=exec",), ONE_INFRA, "reconnect",
-        r"could not write the runner's outputs .*Directory or have no visit permission: out"),
+        r"could not write the runner's outputs .*Directory or have no visit permission: \S+/out$"),
     Row("read-only data partition", (), {"ERROR_INFRA": 2}, "quarantined",
         r"the run shell's setup in /data/local/tmp/hil/\S+ failed \(exit \d+\): .*Read-only file system",
         after_first=("fault readonly-data",), retries=0),
