@@ -298,6 +298,10 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
     entries = _board_entries(inventory, args.board)
     boards = [] if inventory else parse_boards(args.board)
     cases, shard = select()
+    if args.flow == "enn":  # no board can change that: say it before starting any
+        from hil.sdk import require_enn_adaptor
+
+        require_enn_adaptor()
     latency, suite_latency = _latency_plans(args)
     if args.runner_profile is not None:
         from hil.runner.profiles import profile_named
