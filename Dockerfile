@@ -111,20 +111,26 @@ RUN apt-get update \
 ARG EXECUTORCH_GIT=https://github.com/pytorch/executorch.git
 ARG EXECUTORCH_REF=v1.5.1
 COPY --from=litecore /opt/litecore /opt/litecore
-COPY scripts/install-litecore.sh scripts/build-enn.sh /usr/local/bin/
+COPY scripts/install-litecore.sh scripts/build-enn.sh scripts/hil-runner.cmake /usr/local/bin/
 RUN --mount=type=bind,from=executorch-src,target=/mnt/executorch-src \
     build-enn.sh --sdk /opt/litecore --src /mnt/executorch-src --work /opt/executorch \
       --git "${EXECUTORCH_GIT}" --ref "${EXECUTORCH_REF}" --build x86_64 --out /opt/enn
 
 # The Android runner, built with NDK r28c (BUILD_RUNNER=0: none; give one at run time with
-# hil run --runner). To use a prebuilt one instead (and skip the NDK):
-#   docker buildx build --build-context enn-runner=DIR   (DIR holds enn_executor_runner)
+# hil run --runner). RUNNER_PROFILE=hil (default) adds the XNNPACK delegate and the quantized
+# kernels to upstream's runner (the host flows run on the board's CPU too); upstream builds it
+# exactly as backends/samsung/build.sh does. The profile is recorded beside the binary
+# (enn_executor_runner.profile.json), where hil run reads it. To use a prebuilt one instead
+# (and skip the NDK): docker buildx build --build-context enn-runner=DIR (DIR holds
+# enn_executor_runner, and its .profile.json if it has one; without one hil assumes upstream).
 FROM enn-build AS enn-runner-build
 ARG BUILD_RUNNER=1
+ARG RUNNER_PROFILE=hil
 ARG ANDROID_NDK_URL=https://dl.google.com/android/repository/android-ndk-r28c-linux.zip
 ARG ANDROID_NDK_SHA1=
 RUN if [ "${BUILD_RUNNER}" = 1 ]; then \
       build-enn.sh --sdk /opt/litecore --work /opt/executorch --build android \
+        --runner-profile "${RUNNER_PROFILE}" \
         --ndk-url "${ANDROID_NDK_URL}" --ndk-sha1 "${ANDROID_NDK_SHA1}" --out /opt/enn; \
     else mkdir -p /opt/enn/runner; fi
 

@@ -1,9 +1,16 @@
-"""A private adb server per run: `adb -P PORT nodaemon server` as our own child process.
+"""The adb servers hil talks to: its own private one, or a lab's that it only uses.
 
-A private server keeps a run away from whatever uses the default port 5037, and owning
-its PID lets us stop it for sure. Its `client` never runs `adb start-server` on its own
-(adbutils does that when a connection fails, which would leave a stray daemon on 5037):
-a dead server is an InfraError, and `restart()` brings it back on the same port.
+- `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process.
+  It keeps a run away from whatever uses the default port 5037, and owning its PID lets us
+  stop it for sure. Right for boards the run itself `adb connect`s (virtual and network
+  boards); never for USB boards (two servers on one host fight over USB devices).
+- `LabAdbServer`: an existing server (the host's on 127.0.0.1:5037, another machine's
+  through `adb -H HOST -P PORT`'s protocol): hil is only its client. It starts none, kills
+  none, restarts none, and disconnects only the network boards it connected itself.
+
+Both clients never run `adb start-server` on their own (adbutils does that when a
+connection fails, which would leave a stray daemon on 5037): a dead server is an
+InfraError; only the private one is brought back (`restart()`, same port).
 """
 
 from __future__ import annotations
@@ -11,10 +18,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Mapping
 from types import TracebackType
 from typing import IO
 
@@ -22,11 +32,20 @@ import adbutils
 from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
-from hil.errors import InfraError
+from hil.errors import InfraError, UsageError
 
 log = logging.getLogger(__name__)
 
+DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5037
+DEFAULT_SERVER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
+"""Where a host's own adb server listens unless told otherwise (adb's default)."""
+OWN_SERVER = "own"
+"""`--adb-server own`: hil's private server for every board, USB boards included; only right
+where no other server runs (a container with the USB bus, `hil replicate --access usb`)."""
+CHOICE_ENV = "HIL_ADB_SERVER"
+"""The environment's `--adb-server` (set by `hil replicate --access usb` to `own`)."""
+_SERVER = re.compile(r"^([A-Za-z0-9.-]{1,253}):(\d{1,5})$")
 _RESERVED_PORTS = {DEFAULT_PORT, *range(5554, 5586)}
 """The default server port and the emulator ports a starting server probes."""
 _POLL = 0.05
@@ -39,11 +58,11 @@ class _NoSpawnConnection(AdbConnection):
         return self._create_socket()
 
 
-class _PrivateClient(adbutils.AdbClient):
-    """`adbutils.AdbClient` for one private server: connections never spawn a server."""
+class _NoSpawnClient(adbutils.AdbClient):
+    """`adbutils.AdbClient` for one server: connections never spawn a server."""
 
-    def __init__(self, port: int, socket_timeout: float | None) -> None:
-        super().__init__(host="127.0.0.1", port=port, socket_timeout=socket_timeout)
+    def __init__(self, host: str, port: int, socket_timeout: float | None) -> None:
+        super().__init__(host=host, port=port, socket_timeout=socket_timeout)
         self._default_timeout = socket_timeout
 
     def make_connection(self, timeout: float | None = None) -> AdbConnection:
@@ -64,25 +83,195 @@ def _free_port() -> int:
             return port
 
 
-class AdbServer:
+def parse_server(text: str, flag: str) -> str:
+    """`HOST:PORT` of an adb server, validated (UsageError naming `flag` otherwise)."""
+    match = _SERVER.match(text)
+    if match is None or not 1 <= int(match.group(2)) <= 65535:
+        raise UsageError(f"{flag}: {text!r} is not an adb server HOST:PORT")
+    return text
+
+
+def server_choice(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """Which adb server the boards hil does not start belong to: `--adb-server`, else
+    HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT (adb's own variables); `HOST:PORT`,
+    OWN_SERVER, or None (decided per board). UsageError naming the source when malformed."""
+    environ = os.environ if environ is None else environ
+    for value, source in ((flag, "--adb-server"), (environ.get(CHOICE_ENV), CHOICE_ENV)):
+        if value:
+            return OWN_SERVER if value == OWN_SERVER else parse_server(value, source)
+    return lab_server_from_env(environ)
+
+
+def lab_server_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """`HOST:PORT` from ANDROID_ADB_SERVER_HOST / ANDROID_ADB_SERVER_PORT (adb's own
+    variables) when either is set, else None."""
+    environ = os.environ if environ is None else environ
+    host = environ.get("ANDROID_ADB_SERVER_HOST", "").strip()
+    port = environ.get("ANDROID_ADB_SERVER_PORT", "").strip()
+    if not host and not port:
+        return None
+    return parse_server(f"{host or DEFAULT_HOST}:{port or DEFAULT_PORT}",
+                        "ANDROID_ADB_SERVER_HOST/ANDROID_ADB_SERVER_PORT")
+
+
+class _Server:
+    """What both kinds of server do for hil: `client`, `connect`, `disconnect`, `devices`."""
+
+    owned = False
+    """True when hil started this server and may stop or restart it."""
+
+    def __init__(self, host: str, port: int, socket_timeout: float | None) -> None:
+        self.host = host
+        self.port = port
+        self._client = _NoSpawnClient(host, port, socket_timeout)
+
+    @property
+    def address(self) -> str:
+        """`HOST:PORT` of the server."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def client(self) -> adbutils.AdbClient:
+        """An adbutils client of this server."""
+        return self._client
+
+    def describe(self) -> str:
+        """One phrase: which server this is."""
+        raise NotImplementedError
+
+    def devices(self) -> list[tuple[str, str]]:
+        """(serial, state) of every device the server sees; InfraError when it does not answer."""
+        try:
+            return [(item.serial, item.state) for item in self._client.list()]
+        except (AdbError, OSError) as exc:
+            raise InfraError(f"{self.describe()}: {exc}") from exc
+
+    def connect(self, address: str, timeout: float = 30.0) -> adbutils.AdbDevice:
+        """`adb connect ADDRESS`, retried until it succeeds, then wait until the device
+        is in state `device`. InfraError when either does not happen within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                answer = self._client.connect(address, timeout=max(1.0, deadline - time.monotonic()))
+            except (AdbError, OSError) as exc:
+                raise InfraError(f"{self.describe()}: {exc}") from exc
+            if answer.startswith(("connected to", "already connected to")):
+                self._connected(address, fresh=answer.startswith("connected to"))
+                break
+            if time.monotonic() > deadline:
+                raise InfraError(f"adb connect {address}: {answer}")
+            time.sleep(_POLL * 4)
+        device = self._client.device(serial=address)
+        while True:
+            try:
+                state = device.get_state()
+            except (AdbError, OSError) as exc:
+                state = str(exc)
+            if state == "device":
+                return device
+            if time.monotonic() > deadline:
+                raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
+            time.sleep(_POLL)
+
+    def _connected(self, address: str, fresh: bool) -> None:
+        """Hook: `address` is connected (`fresh`: by this call, not before)."""
+
+    def disconnect(self, address: str) -> None:
+        """`adb disconnect ADDRESS`; no error when it was not connected."""
+        try:
+            self._client.disconnect(address)
+        except OSError as exc:
+            raise InfraError(f"{self.describe()}: {exc}") from exc
+
+
+class LabAdbServer(_Server):
+    """A lab's adb server that hil only uses: `start()` checks that it answers, `stop()`
+    disconnects the network boards hil connected (and nothing else), `restart()` refuses."""
+
+    def __init__(self, address: str, socket_timeout: float | None = 30.0) -> None:
+        host, _, port = parse_server(address, "--adb-server").rpartition(":")
+        super().__init__(host, int(port), socket_timeout)
+        self._lock = threading.Lock()
+        self._ours: set[str] = set()
+        """Network boards this server had not connected before hil did."""
+
+    def describe(self) -> str:
+        return f"the lab's adb server {self.address}"
+
+    def start(self) -> None:
+        """Return when the server answers; InfraError (saying hil starts none) otherwise."""
+        try:
+            version = self._client.server_version()
+        except (AdbError, OSError) as exc:
+            raise InfraError(
+                f"no adb server answers at {self.address} ({exc or type(exc).__name__}); hil "
+                "does not start a lab's server: start it on its host (`adb start-server`)"
+            ) from exc
+        log.info("using %s (protocol %d)", self.describe(), version)
+
+    def _connected(self, address: str, fresh: bool) -> None:
+        if fresh:
+            with self._lock:
+                self._ours.add(address)
+
+    def disconnect(self, address: str) -> None:
+        """`adb disconnect ADDRESS` only when hil connected it; a board the lab connected
+        stays connected."""
+        with self._lock:
+            ours = address in self._ours
+            self._ours.discard(address)
+        if not ours:
+            log.debug("%s: not disconnecting %s (hil did not connect it)", self.describe(), address)
+            return
+        super().disconnect(address)
+
+    def restart(self) -> None:
+        """A lab's server that died is the lab's problem: InfraError, never a new server."""
+        raise InfraError(
+            f"{self.describe()} does not answer; hil never starts or restarts a server it "
+            "does not own"
+        )
+
+    def stop(self) -> None:
+        """Disconnect what hil connected; the server itself keeps running."""
+        with self._lock:
+            ours = sorted(self._ours)
+        for address in ours:
+            with contextlib.suppress(InfraError):
+                self.disconnect(address)
+
+    def __enter__(self) -> LabAdbServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class AdbServer(_Server):
     """A private adb server: `start()`, `client`, `connect(address)`, `stop()`."""
+
+    owned = True
 
     def __init__(
         self, port: int = 0, socket_timeout: float | None = 30.0, start_timeout: float = 15.0
     ) -> None:
         if port == DEFAULT_PORT:
             raise ValueError("a private adb server must not use the default port 5037")
-        self.port = port or _free_port()
+        super().__init__("127.0.0.1", port or _free_port(), socket_timeout)
         self.adb = adb_path()
         self.start_timeout = start_timeout
-        self._client = _PrivateClient(self.port, socket_timeout)
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
-    @property
-    def client(self) -> adbutils.AdbClient:
-        """An adbutils client of this server."""
-        return self._client
+    def describe(self) -> str:
+        pid = f", pid {self.pid}" if self.pid is not None else ""
+        return f"hil's private adb server on port {self.port}{pid}"
 
     @property
     def pid(self) -> int | None:
@@ -93,7 +282,8 @@ class AdbServer:
         """Start the server and wait until it answers; InfraError if it does not."""
         if self._process is not None:
             return
-        env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
+        env = {k: v for k, v in os.environ.items() if k != "ANDROID_ADB_SERVER_HOST"}
+        env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(
             [self.adb, "-P", str(self.port), "nodaemon", "server"],
@@ -123,39 +313,6 @@ class AdbServer:
             time.sleep(_POLL)
         log.info("adb server %s (protocol %d) on port %d, pid %d",
                  self.adb, version, self.port, self._process.pid)
-
-    def connect(self, address: str, timeout: float = 30.0) -> adbutils.AdbDevice:
-        """`adb connect ADDRESS`, retried until it succeeds, then wait until the device
-        is in state `device`. InfraError when either does not happen within `timeout`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                answer = self._client.connect(address, timeout=max(1.0, deadline - time.monotonic()))
-            except (AdbError, OSError) as exc:
-                raise InfraError(f"adb server on port {self.port}: {exc}") from exc
-            if answer.startswith(("connected to", "already connected to")):
-                break
-            if time.monotonic() > deadline:
-                raise InfraError(f"adb connect {address}: {answer}")
-            time.sleep(_POLL * 4)
-        device = self._client.device(serial=address)
-        while True:
-            try:
-                state = device.get_state()
-            except (AdbError, OSError) as exc:
-                state = str(exc)
-            if state == "device":
-                return device
-            if time.monotonic() > deadline:
-                raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
-            time.sleep(_POLL)
-
-    def disconnect(self, address: str) -> None:
-        """`adb disconnect ADDRESS`; no error when it was not connected."""
-        try:
-            self._client.disconnect(address)
-        except OSError as exc:
-            raise InfraError(f"adb server on port {self.port}: {exc}") from exc
 
     def restart(self) -> None:
         """Stop the server (dead or alive) and start it again on the same port."""

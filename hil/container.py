@@ -14,10 +14,14 @@ desk are the same `docker run`. Two halves:
   `docker run` line and `run_container` performs it through the SDK with the same options
   (workspace mount, board access, environment passed by name, streamed logs).
 
-Board access: `host-adb` (`--network host`: the host's adb server and network boards),
+Board access: `host-adb` (`--network host`: hil in the container is a client of the host's
+adb server, 127.0.0.1:5037 unless ANDROID_ADB_SERVER_HOST/PORT say otherwise, and reaches
+network boards),
 `usb` (`/dev/bus/usb` and the device-cgroup rule `c 189:* rmw`: the container's own adb
 server owns the USB boards, so the host's must be stopped), `none` (virtual boards only).
-Virtual boards sandbox device shells with bubblewrap, which needs user namespaces inside
+With real-board access the host's lease folder (`hil.board.lease`) is mounted too, so runs
+in containers and on the host share one owner per board. Virtual boards sandbox device
+shells with bubblewrap, which needs user namespaces inside
 the container: `--security-opt seccomp=unconfined` for a non-root user (plus
 `apparmor=unconfined` on AppArmor hosts), and `--cap-add SYS_ADMIN` when running as root.
 """
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hil.board.lease import DEFAULT_LEASE_DIR, ensure_lease_dir, lease_dir
 from hil.errors import InfraError, UsageError
 
 log = logging.getLogger(__name__)
@@ -63,6 +68,11 @@ DEFAULT_ENV = (
 )
 """Variables passed by name into every run when they are set."""
 ADB_ENV = ("ANDROID_ADB_SERVER_HOST", "ANDROID_ADB_SERVER_PORT")
+HOST_ADB_SERVER_PORT = "5037"
+"""The host's own adb server (adb's default port), used in `host-adb` mode unless the
+host's ANDROID_ADB_SERVER_HOST/PORT name another."""
+BOARD_ACCESS = ("host-adb", "usb")
+"""Modes that reach real boards (and so share the host's leases)."""
 
 LogSink = Callable[[str], None]
 
@@ -325,13 +335,22 @@ class RunSpec:
     @property
     def env_names(self) -> tuple[str, ...]:
         """Every variable passed by name, in order, without duplicates."""
-        names = [*DEFAULT_ENV, *(ADB_ENV if self.access == "host-adb" else ()), *self.env]
-        return tuple(dict.fromkeys(names))
+        fixed = self.fixed_env
+        adb = ADB_ENV if self.access == "host-adb" and "ANDROID_ADB_SERVER_PORT" not in fixed else ()
+        names = [*DEFAULT_ENV, *adb, *self.env]
+        return tuple(n for n in dict.fromkeys(names) if n not in fixed)
 
     @property
     def fixed_env(self) -> dict[str, str]:
-        """Literal variables: HOME for a user the image does not know."""
-        return {} if self.user[0] == IMAGE_USER_UID else {"HOME": "/tmp"}  # noqa: S108 - in the container
+        """Literal variables: HOME for a user the image does not know; in `host-adb` mode
+        the host's adb server when the host's environment names none; in `usb` mode hil's
+        own server for every board (`hil.adbserver.OWN_SERVER`)."""
+        env = {} if self.user[0] == IMAGE_USER_UID else {"HOME": "/tmp"}  # noqa: S108 - in the container
+        if self.access == "host-adb" and not any(os.environ.get(name) for name in ADB_ENV):
+            env["ANDROID_ADB_SERVER_PORT"] = HOST_ADB_SERVER_PORT
+        if self.access == "usb":
+            env["HIL_ADB_SERVER"] = "own"  # the container's server owns the USB bus
+        return env
 
     @property
     def security_opt(self) -> list[str]:
@@ -349,6 +368,8 @@ class RunSpec:
         binds = [(str(self.workspace.resolve()), WORKSPACE, "rw")]
         if self.access == "usb":
             binds.append(("/dev/bus/usb", "/dev/bus/usb", "rw"))
+        if self.access in BOARD_ACCESS:
+            binds.append((str(lease_dir()), str(DEFAULT_LEASE_DIR), "rw"))
         binds += [(str(m.source), m.target, "ro" if m.read_only else "rw") for m in self.mounts]
         return binds
 
@@ -417,6 +438,8 @@ def run_container(spec: RunSpec, on_output: LogSink, client: Any | None = None) 
     from docker.errors import APIError, ImageNotFound
 
     client = client or _client()
+    if spec.access in BOARD_ACCESS:
+        ensure_lease_dir()  # else docker creates it root-owned and the container cannot lock
     environment = {name: os.environ[name] for name in spec.env_names if name in os.environ}
     environment.update(spec.fixed_env)
     try:

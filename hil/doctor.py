@@ -1,7 +1,8 @@
 """`hil doctor`: what this machine (or image) has for hil, what is missing, how to fix it.
 
-Each check is cheap and imports nothing heavy: package versions come from metadata, the
-ENN wrapper from `importlib.util.find_spec`, adb and docker from short probes.
+Each check is cheap and imports nothing heavy in this process: package versions come from
+metadata, the ENN wrapper is imported for real in a child Python with the SDK's library path
+(`hil.sdk.check_wrapper`), adb and docker answer short probes.
 """
 
 from __future__ import annotations
@@ -35,6 +36,17 @@ class Check:
     """What was found (version, path) or what is missing."""
     fix: str = ""
     """How to get it, when not ok."""
+    more: tuple[str, ...] = ()
+    """Further fixes, tried in order after `fix`."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the checks are asked about."""
+
+    runner: str | None = None
+    adb_server: str | None = None
+    """`--adb-server`: the lab server to look at (default: ANDROID_ADB_SERVER_*, 127.0.0.1:5037)."""
 
 
 def _package(name: str) -> str | None:
@@ -59,8 +71,9 @@ def check_sdk() -> Check:
     found = sdk.find_litecore()
     if found is None:
         return Check("sdk", False, f"{sdk.SDK_ENV} not set (flow enn unavailable)",
-                     f"scripts/install-litecore.sh, then export {sdk.SDK_ENV}=ROOT; or use the "
-                     "exynos image")
+                     "scripts/install-litecore.sh --dest ROOT --tarball "
+                     f"ai-litecore-ubuntu2204-v1.1.0.tar.gz, then export {sdk.SDK_ENV}=ROOT; "
+                     "or use the exynos image")
     if found.missing:
         return Check("sdk", False, f"{found.root}: missing {', '.join(found.missing)}",
                      "reinstall LITECORE 1.1.0 with scripts/install-litecore.sh")
@@ -70,27 +83,55 @@ def check_sdk() -> Check:
 
 
 def check_enn_wrapper() -> Check:
-    if sdk.enn_adaptor_available():
-        return Check("enn-wrapper", True, sdk.ADAPTOR_MODULE)
-    return Check("enn-wrapper", False, f"{sdk.ADAPTOR_MODULE} not built (flow enn unavailable)",
-                 "scripts/build-enn.sh --sdk $EXYNOS_AI_LITECORE_ROOT --build x86_64")
+    result = sdk.check_wrapper()
+    names = " and ".join(m.rsplit(".", 1)[1] for m in sdk.WRAPPER_MODULES)
+    if result.ok:
+        return Check("enn-wrapper", True, f"{names} import with LD_LIBRARY_PATH="
+                     f"{result.library_path} (flow enn available)")
+    where = f" (LD_LIBRARY_PATH={result.library_path})" if result.library_path else ""
+    return Check("enn-wrapper", False, f"{names} do not import{where}: {result.error} "
+                 "(flow enn unavailable)", result.fixes[0] if result.fixes else "",
+                 result.fixes[1:])
+
+
+def _adb_request(host: str, port: int, request: bytes) -> bytes | None:
+    """One adb host request (`host:version`, `host:devices`); its payload, or None when no
+    server answers (never starts one)."""
+    try:
+        with socket.create_connection((host, port), timeout=2.0) as conn:
+            conn.settimeout(2.0)
+            conn.sendall(b"%04x" % len(request) + request)
+            reply = b""
+            while chunk := conn.recv(65536):
+                reply += chunk
+                if len(reply) >= 8 and len(reply) >= 8 + int(reply[4:8], 16):
+                    break
+    except (OSError, ValueError):
+        return None
+    if not reply.startswith(b"OKAY") or len(reply) < 8:
+        return None
+    return reply[8:8 + int(reply[4:8], 16)]
 
 
 def _adb_server_version(host: str, port: int) -> int | None:
     """The adb server's protocol version, or None when nothing answers (never starts one)."""
-    try:
-        with socket.create_connection((host, port), timeout=1.0) as conn:
-            conn.sendall(b"000chost:version")
-            reply = conn.recv(12)
-    except OSError:
-        return None
-    if not reply.startswith(b"OKAY") or len(reply) < 12:
-        return None
-    return int(reply[8:12], 16)
+    payload = _adb_request(host, port, b"host:version")
+    return int(payload, 16) if payload else None
 
 
-def check_adb() -> Check:
+def _adb_devices(host: str, port: int) -> list[str] | None:
+    """`SERIAL STATE` of each device the server sees; None when it does not answer."""
+    payload = _adb_request(host, port, b"host:devices")
+    if payload is None:
+        return None
+    return [" ".join(line.split()) for line in payload.decode(errors="replace").splitlines()
+            if line.strip()]
+
+
+def check_adb(lab_server: str | None = None) -> Check:
     from adbutils._utils import adb_path
+
+    from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, server_choice
 
     try:
         path = adb_path()
@@ -98,13 +139,33 @@ def check_adb() -> Check:
                                check=False).stdout.splitlines()
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("adb", False, f"adb does not run: {exc}", "apt-get install adb")
-    host = os.environ.get("ANDROID_ADB_SERVER_HOST", "127.0.0.1")
-    port = int(os.environ.get("ANDROID_ADB_SERVER_PORT", "5037"))
-    protocol = _adb_server_version(host, port)
-    server = (f"server on {host}:{port} (protocol {protocol})" if protocol is not None
-              else f"no server on {host}:{port} (hil run starts its own)")
     label = first[1] if len(first) > 1 else (first[0] if first else "version unknown")
-    return Check("adb", True, f"{path} ({label.strip()}); {server}")
+    client = f"{path} ({label.strip()})"
+    lab = server_choice(lab_server)
+    if lab == OWN_SERVER:
+        return Check("adb", True, f"{client}; --adb-server own: hil starts its own server for "
+                     "every board, USB boards included (right only where no other adb server "
+                     "runs, e.g. a container with the USB bus)")
+    address = lab or DEFAULT_SERVER
+    host, _, port = address.rpartition(":")
+    protocol = _adb_server_version(host, int(port))
+    devices = _adb_devices(host, int(port)) if protocol is not None else None
+    seen = (f"protocol {protocol}, sees {len(devices or [])}"
+            + (": " + ", ".join(devices) if devices else "")) if protocol is not None else ""
+    if lab:
+        if protocol is None:
+            return Check("adb", False, f"{client}; the lab's adb server {lab} (--adb-server or "
+                         "ANDROID_ADB_SERVER_HOST/PORT) does not answer",
+                         "start it on its host (adb start-server); for another machine's "
+                         f"server use an SSH tunnel: ssh -N -L {port}:127.0.0.1:5037 HOST, then "
+                         f"--adb-server 127.0.0.1:{port}")
+        return Check("adb", True, f"{client}; hil uses the lab's adb server {lab} as a client "
+                     f"for every board it does not start ({seen}); virtual boards: a private "
+                     "server per run")
+    host_server = (f"the host's adb server {address} ({seen})" if protocol is not None
+                   else f"no adb server at {address} (USB boards need it: adb start-server)")
+    return Check("adb", True, f"{client}; USB boards: {host_server}; virtual and HOST:PORT "
+                 "boards: a private server per run")
 
 
 def check_runner(runner: str | None) -> Check:
@@ -112,7 +173,9 @@ def check_runner(runner: str | None) -> Check:
     if not path:
         return Check("runner", False, "no enn_executor_runner (--runner or $HIL_RUNNER); "
                      "virtual boards do not need one",
-                     "scripts/build-enn.sh --build android, or the exynos image")
+                     "scripts/build-enn.sh --sdk ROOT --build android --ndk NDK_R28C_DIR (or "
+                     "--ndk-url URL) --out OUT, then --runner OUT/runner/enn_executor_runner; "
+                     "or the exynos image")
     file = Path(path)
     if not file.is_file():
         return Check("runner", False, f"{file}: not found", "check --runner / $HIL_RUNNER")
@@ -156,14 +219,14 @@ def check_docker() -> Check:
                  f"{os.environ.get('DOCKER_HOST', 'the default socket')}")
 
 
-CHECKS: dict[str, Callable[[str | None], Check]] = {
-    "executorch": lambda runner: check_executorch(),
-    "sdk": lambda runner: check_sdk(),
-    "enn-wrapper": lambda runner: check_enn_wrapper(),
-    "adb": lambda runner: check_adb(),
-    "runner": check_runner,
-    "bwrap": lambda runner: check_bwrap(),
-    "docker": lambda runner: check_docker(),
+CHECKS: dict[str, Callable[[Options], Check]] = {
+    "executorch": lambda options: check_executorch(),
+    "sdk": lambda options: check_sdk(),
+    "enn-wrapper": lambda options: check_enn_wrapper(),
+    "adb": lambda options: check_adb(options.adb_server),
+    "runner": lambda options: check_runner(options.runner),
+    "bwrap": lambda options: check_bwrap(),
+    "docker": lambda options: check_docker(),
 }
 """Every component, in report order."""
 
@@ -171,15 +234,19 @@ DEFAULT_REQUIRED = ("executorch", "adb", "bwrap")
 """What `hil run --board virtual` needs."""
 
 
-def diagnose(runner: str | None = None) -> list[Check]:
+def diagnose(options: Options | None = None) -> list[Check]:
     """Run every check."""
-    return [check(runner) for check in CHECKS.values()]
+    options = options or Options()
+    return [check(options) for check in CHECKS.values()]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `hil doctor` options."""
     parser.add_argument("--runner", metavar="PATH",
                         help="enn_executor_runner to check (default: $HIL_RUNNER)")
+    parser.add_argument("--adb-server", metavar="HOST:PORT",
+                        help="the lab's adb server to look at (default: $HIL_ADB_SERVER, "
+                             "ANDROID_ADB_SERVER_HOST/PORT, else 127.0.0.1:5037)")
     parser.add_argument("--require", action="append", default=[], metavar="NAME[,NAME]",
                         help=f"components that must be ok (default: {','.join(DEFAULT_REQUIRED)}); "
                              f"one of {', '.join(CHECKS)}, or all")
@@ -200,11 +267,13 @@ def command(args: argparse.Namespace) -> int:
     """`hil doctor`: one line per component; exit 3 when a required one is not ok."""
     needed = required(args.require)
     bad = []
-    for check in diagnose(args.runner):
+    for check in diagnose(Options(args.runner, args.adb_server)):
         state = "ok" if check.ok else ("MISSING" if check.name in needed else "missing")
         sys.stdout.write(f"{state:<8} {check.name:<12} {check.detail}\n")
         if not check.ok:
             sys.stdout.write(f"{'':<8} {'':<12} fix: {check.fix}\n")
+            for more in check.more:
+                sys.stdout.write(f"{'':<8} {'':<12} then: {more}\n")
             if check.name in needed:
                 bad.append(check.name)
     if bad:

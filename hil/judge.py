@@ -12,6 +12,7 @@ from hil.board.adb import Execution
 from hil.cases.case import Case
 from hil.checkers import CheckResult, cosine_similarity, run_checker
 from hil.lower.artifact import Artifact, read_raw
+from hil.runner.contract import Stage
 from hil.verdict import OutputComparison, Tolerance, Verdict, compare_output
 
 NPU_FLOWS = ("enn",)
@@ -78,18 +79,35 @@ def output_tolerance(case: Case, artifact: Artifact, index: int) -> tuple[Tolera
     return base, f"{source}case atol"
 
 
-def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:
-    """The verdict of `execution` of `artifact` for `case`."""
-    code = execution.exit_code
+def runner_judgement(execution: Execution) -> Judgement | None:
+    """The verdict of a runner that did not finish, read from its log (None: it finished).
+
+    FAIL_LOAD: it stopped before "Method loaded." (the program or its delegates and kernels
+    did not load: exit 1 or an abort). FAIL_RUN: it stopped later (preparing inputs, while
+    executing, writing outputs), died by a signal, or ran past its deadline (TIMEOUT). The
+    message leads with the runner's own reason, its status code decoded."""
     if execution.timed_out:
         return Judgement(Verdict.FAIL_RUN, "TIMEOUT: runner killed on the device at its deadline")
-    if code == 1:
-        return Judgement(Verdict.FAIL_LOAD, f"runner exit 1 (program load or flags): {_tail(execution)}")
-    if code > 128:
-        name = _signal_name(code - 128)
-        return Judgement(Verdict.FAIL_RUN, f"runner killed by {name} (exit {code}): {_tail(execution)}")
-    if code != 0:
-        return Judgement(Verdict.FAIL_RUN, f"runner exit {code}: {_tail(execution)}")
+    code = execution.exit_code
+    if code == 0:
+        return None
+    log = execution.logs[-1] if execution.logs else None
+    how = f"{_signal_name(code - 128)}, exit {code}" if code > 128 else f"exit {code}"
+    reason = (log.reason if log is not None else "") or _tail(execution)
+    stage = log.stage if log is not None else Stage.STARTED
+    if stage < Stage.METHOD_LOADED:
+        return Judgement(Verdict.FAIL_LOAD, f"runner could not load the program ({how}): {reason}")
+    where = "preparing inputs" if stage is Stage.METHOD_LOADED else "executing"
+    if stage is Stage.TIMED:
+        where = "after executing"
+    return Judgement(Verdict.FAIL_RUN, f"runner failed {where} ({how}): {reason}")
+
+
+def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:
+    """The verdict of `execution` of `artifact` for `case`."""
+    stopped = runner_judgement(execution)
+    if stopped is not None:
+        return stopped
     actuals = []
     for index, (path, meta) in enumerate(zip(execution.outputs, artifact.outputs, strict=True)):
         if path is None:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from hil import container
+from hil.board.lease import ensure_lease_dir
 from hil.errors import InfraError, UsageError
 from hil.verdict import EXIT_INFRA
 
@@ -139,6 +140,8 @@ def _replicate(args: argparse.Namespace) -> int:
     run = container.RunSpec(image=image, args=hil_args, workspace=workspace, access=args.access,
                             env=tuple(args.env), mounts=mounts)
     if args.print_only:
+        if run.access in container.BOARD_ACCESS:
+            ensure_lease_dir()  # the printed command binds it
         sys.stdout.write(container.format_command(container.run_argv(run, args.docker)) + "\n")
         return 0
     return container.run_container(run, on_output=_out)

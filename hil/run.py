@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import posixpath
 import queue
 import secrets
 import shutil
@@ -32,7 +33,9 @@ from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
 from hil.expectation import settle
+from hil.latency_plan import LatencyPlan
 from hil.report.junit import write_junit
+from hil.runner.profiles import BoardRunner
 from hil.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -58,7 +61,8 @@ class RunOptions:
     cases: tuple[Case, ...]
     boards: tuple[BoardSpec, ...]
     flow: str
-    flow_reason: str
+    """The flow asked for: `auto` or one of hil.lower.flows.FLOWS; the run chooses and checks
+    it against every board's runner once the boards are up, before lowering anything."""
     chipset: str
     out_dir: Path
     results_path: Path
@@ -69,6 +73,11 @@ class RunOptions:
     iterations: int = 1
     warmup: int = 0
     runner: Path | None = None
+    latency: LatencyPlan | None = None
+    """How the cases' latency is measured (hil/latency_plan.py); None: `iterations` and
+    `warmup` with the default noise control."""
+    suite_latency: dict[str, LatencyPlan] = field(default_factory=dict)
+    """Suites (by name) that declare a plan of their own (a manifest's `latency:`)."""
     command: tuple[str, ...] = ()
     cache_dir: Path | None = None
     """Artifact cache folder; None disables the cache."""
@@ -82,6 +91,17 @@ class RunOptions:
     """A board silent this long is lost (ERROR_INFRA); also the limit of a reconnect."""
     boot_timeout_s: float = 120.0
     """The limit of a reboot or power cycle, until `sys.boot_completed=1`."""
+    runner_profile: str | None = None
+    """`--runner-profile`: what every board's runner can execute (hil/runner/profiles.py);
+    None: learnt per board. Also the profile of the virtual boards hil starts."""
+    adb_server: str | None = None
+    """`--adb-server` (or ANDROID_ADB_SERVER_*): the lab server of the boards hil does not
+    start; None: hil.board.servers decides per board."""
+    board_wait_s: float = 0.0
+    """How long to wait for a board another run holds (its lease) before leaving it out."""
+    localize: bool = False
+    """`--localize`: bisect every FAIL_MISMATCH case's graph on the board it failed on
+    (hil/localize) and add the `localization` block to its record."""
 
 
 @dataclass
@@ -105,6 +125,11 @@ def new_run_id() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _now_ms() -> str:
+    """UTC with milliseconds: case start/end stamps, to order cases of concurrent runs."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _git_sha() -> str | None:
@@ -131,6 +156,17 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
+def _sdk_problem() -> str | None:
+    """Why flow `enn` cannot lower here (the LITECORE check's one line), or None."""
+    from hil.sdk import require_enn_adaptor
+
+    try:
+        require_enn_adaptor()
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
     """A results.json case entry (docs/results-json.md), its verdict settled against the
     case's known failure, if it declares one (XFAIL / XPASS)."""
@@ -148,12 +184,16 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "attempts": 0,
         "timings_s": {},
         "latency_ms": None,
+        "memory": None,
+        "board_state": None,
         "pte_bytes": None,
         "delegation": None,
         "outputs": [],
         "checker": None,
         "logs": {},
         "tags": list(case.tags),
+        "started": None,
+        "finished": None,
     }
     record.update(fields)
     return settle(case.expect, record)
@@ -163,12 +203,27 @@ class Run:
     """One `hil run`: owns the adb server, the boards and the results writer."""
 
     def __init__(
-        self, options: RunOptions, on_record: Callable[[dict[str, Any]], None] | None = None
+        self,
+        options: RunOptions,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_lowered: Callable[[Any], None] | None = None,
+        on_flow: Callable[[str, str], None] | None = None,
+        on_probe: Callable[[Case, dict[str, Any]], None] | None = None,
     ) -> None:
+        from hil.board.lease import Lease
+        from hil.board.servers import BoardServers
         from hil.report.results import ResultsWriter
 
         self.options = options
         self.on_record = on_record
+        self.on_lowered = on_lowered
+        """Called with each `hil.lower.pool.Lowering` as it arrives (progress)."""
+        self.on_flow = on_flow
+        """Called with the chosen flow and why, once the boards are up."""
+        self.on_probe = on_probe
+        """Called with the case and each localization probe's entry as it finishes."""
+        self.flow: str | None = None
+        """The flow the run lowers with (chosen in `execute`)."""
         self.run_id = new_run_id()
         self.entries = list(options.inventory) or from_specs(options.boards)
         self.meta: dict[str, Any] = {
@@ -179,13 +234,15 @@ class Run:
             "command": list(options.command),
             **_versions(),
             "sdk": None,
-            "flow": options.flow,
-            "flow_reason": options.flow_reason,
+            "flow": None,
+            "flow_requested": options.flow,
+            "flow_reason": None,
             "chipset": options.chipset,
             "virtual": any(e.virtual for e in self.entries),
             "git_sha": _git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}",
             "boards": [],
+            "usable_boards": None,
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.writer = ResultsWriter(options.results_path, self.meta)
@@ -200,8 +257,12 @@ class Run:
         self._boards_settled = threading.Event()
         self._starting = len(self.entries)
         self._recoveries: dict[str, Any] = {}
-        self.keeper: Any = None
-        """The ServerKeeper that restarts the run's adb server when it dies."""
+        self._runners: dict[str, BoardRunner] = {}
+        """Live board name -> what its runner can execute."""
+        self._usable = 0
+        self.servers = BoardServers(options.adb_server)
+        """The adb servers of the boards (hil's private one, labs')."""
+        self._leases: dict[str, Lease] = {}
         self.records: list[dict[str, Any]] = []
         self._quarantined: dict[str, str] = {}
         """Quarantined board name -> why."""
@@ -214,7 +275,8 @@ class Run:
                 return  # interrupted: a case cut short by the stop is not a result
             self.records.append(record)
             self.writer.add(record)
-            write_junit(self.writer.document, self.options.junit_path)  # valid after any stop
+            # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
+            write_junit(self.writer.document, self.options.junit_path, durable=False)
             if self.on_record is not None:
                 self.on_record(record)
 
@@ -225,15 +287,11 @@ class Run:
             self.writer.finish("complete")
             return self.records
         with ExitStack() as stack:
-            from hil.adbserver import AdbServer
-            from hil.board.recovery import ServerKeeper
-
-            adb = stack.enter_context(AdbServer())
-            self.keeper = ServerKeeper(adb)
-            stack.callback(self.keeper.close)  # before the server stops, however the run ends
+            stack.enter_context(self.servers)  # keepers closed before any server stops
+            stack.callback(self._release_leases)  # a board thread cut short releases here
             threads = [
                 threading.Thread(
-                    target=self._board_thread, args=(stack, adb, entry), name=f"board-{i}",
+                    target=self._board_thread, args=(stack, entry), name=f"board-{i}",
                     daemon=True,
                 )
                 for i, entry in enumerate(self.entries)
@@ -241,7 +299,13 @@ class Run:
             for thread in threads:
                 thread.start()
             try:
-                self._lower_all()
+                while not self._boards_settled.wait(0.2):
+                    pass
+                if self._live_boards:
+                    self._choose_flow()
+                    self._lower_all()
+                else:
+                    self._fail_unlowered("no usable board (every board failed to start or was quarantined)")
                 self._lowering_done.set()
                 while any(t.is_alive() for t in threads):
                     for thread in threads:
@@ -253,16 +317,46 @@ class Run:
                     self._stop.set()
                     self.writer.finish("interrupted")
                 raise
+            except UsageError:
+                with self._lock:
+                    self._stop.set()
+                    self.writer.finish("refused")
+                for thread in threads:  # they clean their boards up before the boards stop
+                    thread.join(timeout=self.options.idle_timeout_s)
+                raise
         return self.records
+
+    def _choose_flow(self) -> None:
+        """Choose (`auto`) or check the flow against every live board's runner; UsageError
+        when some board cannot run it, before anything is lowered."""
+        from hil.runner.profiles import choose_flow
+
+        with self._lock:
+            runners = [self._runners[name] for name in sorted(self._live_boards)]
+        precisions = sorted({case.precision for case in self.options.cases})
+        requested = self.options.flow
+        sdk = _sdk_problem() if requested in ("auto", "enn") else None
+        self.flow, reason = choose_flow(requested, runners, precisions, sdk)
+        with self._lock:
+            self.meta.update(flow=self.flow, flow_reason=reason)
+            self.writer.update_run(flow=self.flow, flow_reason=reason)
+        log.info("flow %s (%s)", self.flow, reason)
+        if self.on_flow is not None:
+            self.on_flow(self.flow, reason)
+
+    def _fail_unlowered(self, reason: str) -> None:
+        for case in self.options.cases:
+            self._record(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
 
     def _lower_all(self) -> None:
         from hil.lower.cache import ArtifactCache
         from hil.lower.pool import lower_cases
 
+        assert self.flow is not None
         cases = self.options.cases
         cache = ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None
         lowerings = lower_cases(
-            cases, self.options.flow, self.options.chipset, self.options.out_dir / "artifacts",
+            cases, self.flow, self.options.chipset, self.options.out_dir / "artifacts",
             cache, self.options.jobs,
         )
         for lowering in lowerings:
@@ -270,6 +364,8 @@ class Run:
                 lowerings.close()
                 return
             case = cases[lowering.index]
+            if self.on_lowered is not None:
+                self.on_lowered(lowering)
             if lowering.artifact is None:
                 assert lowering.verdict is not None
                 self._record(
@@ -277,7 +373,7 @@ class Run:
                                 detail=lowering.detail)
                 )
                 continue
-            if self._boards_settled.is_set() and not self._live_boards:
+            if not self._live_boards:
                 self._record(
                     case_record(case, verdict=Verdict.ERROR_INFRA.value,
                                 message="no usable board (every board failed to start or was quarantined)")
@@ -318,28 +414,34 @@ class Run:
         return 0.0 if work.cached else round(sum(work.artifact.times_s.values()), 4)
 
     # -- boards -------------------------------------------------------------------------
-    def _board_thread(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> None:
+    def _board_thread(self, stack: ExitStack, entry: InventoryEntry) -> None:
         name = entry.name
         board = None
         try:
-            board = self._bring_up(stack, adb, entry)
+            board = self._bring_up(stack, entry)
         except (InfraError, UsageError) as exc:
             log.error("%s: not usable: %s", name, exc)
+            self._release_lease(name)
             with self._lock:
-                self.meta["boards"].append({"name": name, "adb": entry.adb, "error": str(exc)})
+                self.meta["boards"].append({"name": name, "adb": entry.adb, "error": str(exc),
+                                            **self._board_lab_fields(entry)})
                 self.writer.update_run(boards=self.meta["boards"])
         finally:
             with self._lock:
                 self._starting -= 1
                 if board is not None:
                     self._live_boards.add(name)
+                    self._usable += 1
                 if self._starting == 0:
+                    self.meta["usable_boards"] = self._usable
+                    self.writer.update_run(usable_boards=self._usable)
                     self._boards_settled.set()
         if board is None:
             return
         try:
             self._work_loop(board)
         finally:
+            self._release_lease(name)
             with self._lock:
                 self._live_boards.discard(name)
             if self._quarantined.get(name) != RECOVERY_FAILED:  # a dead board has nothing to clean
@@ -347,23 +449,29 @@ class Run:
             if board.console is not None:
                 board.console.close()
 
-    def _bring_up(self, stack: ExitStack, adb: Any, entry: InventoryEntry) -> Any:
-        """Start (virtual) or reach the board, preflight it, open its console, install the
-        runner; InfraError (the board is not used) when any of it fails."""
+    def _bring_up(self, stack: ExitStack, entry: InventoryEntry) -> Any:
+        """Take the board's lease, start (virtual) or reach the board, preflight it, open its
+        console, install the runner; InfraError (the board is not used) when any of it fails."""
         from hil.board.adb import AdbBoard
         from hil.board.console import SerialConsole
         from hil.board.preflight import connect, inspect_board
         from hil.board.recovery import Recovery
+        from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, choose_profile
 
         name = entry.name
         idle_s = self.options.idle_timeout_s
+        self._take_lease(entry)
+        adb = self.servers.server_for(entry)
+        bring_up = time.perf_counter()
         if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
             root = Path(tempfile.mkdtemp(prefix=f"hil-{name}-"))
-            process = start_virtual_board(
-                root, self.options.chipset, name, ["--link", self.options.virtual_link]
-            )
+            extra = ["--link", self.options.virtual_link]
+            if self.options.runner_profile:
+                extra += ["--runner-profile", self.options.runner_profile]
+            # warm: the executor's import is the board's start-up, not its first case's time
+            process = start_virtual_board(root, self.options.chipset, name, extra, wait_warm=True)
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
@@ -381,7 +489,7 @@ class Run:
         if runner is None:
             raise UsageError(
                 f"--runner: {name} is a real board: pass the enn_executor_runner built for "
-                "Android (backends/samsung/build.sh --build android)"
+                "Android (scripts/build-enn.sh --build android, or $HIL_RUNNER in the exynos image)"
             )
         console = None
         if entry.console:
@@ -399,22 +507,66 @@ class Run:
                 console.close()
             raise
         self._recoveries[name] = Recovery(
-            board, self.keeper, adb.connect, adb.disconnect, network=entry.network,
+            board, self.servers.keeper_for(adb), adb.connect, adb.disconnect, network=entry.network,
             power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
             boot_s=self.options.boot_timeout_s,
         )
+        choice = choose_profile(
+            self.options.runner_profile, entry.runner_profile,
+            info.properties.get(VIRTUAL_PROFILE_PROPERTY) if info.virtual else None,
+            None if info.virtual else runner,
+        )
         with self._lock:
+            self._runners[name] = BoardRunner(name, choice, info.virtual)
             self.meta["boards"].append(
                 {"name": info.name, "adb": info.adb, "chipset": info.chipset,
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
-                 "runner_pushes": board.runner_pushes}
+                 "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
+                 "start_s": round(time.perf_counter() - bring_up, 3), **self._board_lab_fields(entry)}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
-        log.info("%s: ready (%s, chipset %s%s)", name, address, info.chipset,
-                 ", VIRTUAL" if info.virtual else "")
+        log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
+                 choice.profile.name, ", VIRTUAL" if info.virtual else "")
         return board
+
+    def _take_lease(self, entry: InventoryEntry) -> None:
+        """The board's lease (none for a virtual board hil starts): waits up to
+        --board-wait while another run holds it; InfraError when it stays busy."""
+        from hil.board.lease import acquire
+
+        if entry.virtual:
+            return
+
+        def busy(holder: Any) -> None:
+            log.warning("%s: busy, held by %s; waiting up to %g s (--board-wait)", entry.name,
+                        holder.describe() if holder else "another process",
+                        self.options.board_wait_s)
+
+        lease = acquire(self.servers.lease_key(entry), self.run_id, self.options.board_wait_s,
+                        busy, cancelled=self._stop)
+        with self._lock:
+            self._leases[entry.name] = lease
+
+    def _release_lease(self, name: str) -> None:
+        with self._lock:
+            lease = self._leases.get(name)
+        if lease is not None:
+            lease.release()
+
+    def _release_leases(self) -> None:
+        with self._lock:
+            leases = list(self._leases.values())
+        for lease in leases:
+            lease.release()
+
+    def _board_lab_fields(self, entry: InventoryEntry) -> dict[str, Any]:
+        """results.json board fields: the adb server it belongs to, and its lease (called
+        with `_lock` held)."""
+        lease = self._leases.get(entry.name)
+        return {"adb_server": self.servers.address_for(entry) or "private",
+                "lease": lease.record() if lease is not None else None}
 
     def _next_work(self, name: str) -> _Work | None:
         """The next case for board `name`; None when there is nothing left for it."""
@@ -442,9 +594,13 @@ class Run:
 
         consecutive_infra = 0
         while (work := self._next_work(board.name)) is not None:
+            started = _now_ms()
             record, error = self._run_on(board, work)
+            record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
+                if self.options.localize and record["verdict"] == Verdict.FAIL_MISMATCH.value:
+                    record["localization"] = self._localize(board, work, record["outputs"])
                 self._finish(record)
                 continue
             consecutive_infra += 1
@@ -467,6 +623,42 @@ class Run:
                 log.error("%s: quarantined for the rest of the run (%s)", board.name, why)
                 self._note_recovery(board.name, recovery.history, quarantined=why)
                 return
+
+    def _localize(self, board: Any, work: _Work, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The case's `localization` block: its graph bisected on `board` (hil/localize).
+        Probes are built in this process, so only once the run's own lowering is done."""
+        from hil.localize import localize_case
+        from hil.lower.cache import ArtifactCache
+
+        assert self.flow is not None
+        while not self._lowering_done.wait(0.2):
+            if self._stop.is_set():  # interrupted: the record will not be written anyway
+                return {"status": "incomplete", "reason": "interrupted", "probes": []}
+        slot = f"c{work.index:04d}"
+        out = self.options.out_dir / "cases" / slot / "localize"
+
+        def run_probe(artifact: Any, name: str) -> Any:
+            probe_slot = f"{slot}-{name}"
+            execution = board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+            board.shell(["rm", "-rf", posixpath.join(board.workdir, probe_slot)])  # a model's probes add up
+            return execution
+
+        def report(entry: dict[str, Any]) -> None:
+            if self.on_probe is not None:
+                self.on_probe(work.case, entry)
+
+        try:
+            return localize_case(
+                work.case, self.flow, self.options.chipset, run_probe, board=board.name,
+                cache=ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None,
+                scratch=self.options.out_dir / "artifacts" / f"{slot}-probes", case_outputs=outputs,
+                on_probe=report,
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug in hil must not lose the case's result
+            log.exception("%s: localization failed", work.case.key)
+            return {"status": "incomplete", "reason": f"{type(exc).__name__}: {exc}"[:300],
+                    "message": f"localization failed: {type(exc).__name__}: {exc}"[:300],
+                    "detail": traceback.format_exc()[-8192:], "probes": []}
 
     def _note_recovery(
         self, name: str, steps: list[Any], quarantined: str | None = None
@@ -498,9 +690,11 @@ class Run:
         artifact = work.artifact
         slot = f"c{work.index:04d}"
         host_out = self.options.out_dir / "cases" / slot / f"output-{board.name}"
+        plan = self.options.suite_latency.get(work.case.suite) or self.options.latency
+        plan = plan or LatencyPlan(self.options.warmup, self.options.iterations)
         try:
             execution = board.run(
-                artifact, slot, host_out, self.options.iterations, self.options.warmup
+                artifact, slot, host_out, plan.iterations, plan.warmup, plan.noise
             )
             judgement = judge(work.case, artifact, execution)
         except InfraError as exc:
@@ -523,7 +717,7 @@ class Run:
             attempts=len(work.tried_on),
             timings_s={"lower": self._lower_seconds(work), **execution.timings_s},
             cache_hit=work.cached,
-            latency_ms=execution.latency_ms,
+            **execution.record_fields(),
             **artifact.record_fields(),
             outputs=judgement.output_records(),
             checker=judgement.checker_record(),

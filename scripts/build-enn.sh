@@ -4,11 +4,16 @@
 #   x86_64   the AOT wrapper (PyEnnWrapperAdaptor, PyGraphWrapperAdaptor) -> OUT/python/,
 #            checked by importing it with the SDK's libraries
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
-#            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF
+#            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
+#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
+#              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels
+#              hil       (default) the same configure plus the XNNPACK delegate and the quantized
+#                        kernels (scripts/hil-runner.cmake): the host flows run on the board too
 #
 # usage: build-enn.sh --sdk DIR --build x86_64|android|all --out DIR
 #                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1]
 #                     [--ndk DIR | --ndk-url URL [--ndk-sha1 HEX]] [--python PY]
+#                     [--runner-profile hil|upstream]
 #   --sdk     LITECORE root (verified with install-litecore.sh --verify)
 #   --work    the ExecuTorch checkout to build in (kept between calls; default ./executorch)
 #   --src     copy this checkout (with submodules) into --work instead of cloning
@@ -18,8 +23,10 @@
 # Prints OUT on its last line. Exit codes: 0 built · 3 bad usage or input · other: the
 # build's own failure (its output is shown).
 #
-# Not runnable on hil's development machines (no SDK, no GitHub, no NDK download): only its
-# argument and input checks are tested there.
+# Not runnable on hil's development machines (no SDK, no GitHub, no NDK download): its
+# argument and input checks, and its android steps against a FAKE ExecuTorch checkout, NDK and
+# cmake, are tested there; scripts/hil-runner.cmake is tested with the real cmake on a toy
+# project. The real Android build of the hil profile has not run.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,21 +35,23 @@ work=$PWD/executorch
 git_url=https://github.com/pytorch/executorch.git
 ref=v1.5.1
 python=python3
+runner_profile=hil
 
 die() { echo "build-enn: $*" >&2; exit 3; }
 note() { echo "build-enn: $*" >&2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --sdk|--build|--out|--work|--src|--git|--ref|--ndk|--ndk-url|--ndk-sha1|--python)
+    --sdk|--build|--out|--work|--src|--git|--ref|--ndk|--ndk-url|--ndk-sha1|--python|--runner-profile)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
         --sdk) sdk=$2 ;; --build) build=$2 ;; --out) out=$2 ;; --work) work=$2 ;;
         --src) src=$2 ;; --git) git_url=$2 ;; --ref) ref=$2 ;; --ndk) ndk=$2 ;;
         --ndk-url) ndk_url=$2 ;; --ndk-sha1) ndk_sha1=$2 ;; --python) python=$2 ;;
+        --runner-profile) runner_profile=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -51,6 +60,10 @@ case "$build" in
   x86_64|android|all) ;;
   "") die "--build is required (x86_64, android or all)" ;;
   *) die "--build: unknown target '$build' (x86_64, android or all)" ;;
+esac
+case "$runner_profile" in
+  hil|upstream) ;;
+  *) die "--runner-profile: unknown profile '$runner_profile' (hil or upstream)" ;;
 esac
 [ -n "$sdk" ] || die "--sdk is required (the LITECORE root)"
 [ -n "$out" ] || die "--out is required"
@@ -126,8 +139,40 @@ if [ "$build" = android ] || [ "$build" = all ]; then
     ndk=$(find "$work/.ndk" -mindepth 1 -maxdepth 1 -type d -name 'android-ndk-*' | head -n 1)
   fi
   [ -f "$ndk/build/cmake/android.toolchain.cmake" ] || die "--ndk $ndk is not an Android NDK"
-  note "building enn_executor_runner (android arm64-v8a)"
-  (cd "$work" && ANDROID_NDK=$ndk bash backends/samsung/build.sh --sdk "$sdk" --ndk "$ndk" --build android)
+  note "building enn_executor_runner (android arm64-v8a, runner profile $runner_profile)"
+  if [ "$runner_profile" = upstream ]; then
+    (cd "$work" && ANDROID_NDK=$ndk bash backends/samsung/build.sh --sdk "$sdk" --ndk "$ndk" --build android)
+  else
+    include=$here/hil-runner.cmake
+    [ -f "$include" ] || include=$(command -v hil-runner.cmake) || die "hil-runner.cmake not found"
+    # backends/samsung/build.sh's build_android(), option for option, plus the hil profile's
+    # libraries (its cmake line takes no extra options, so it is repeated here).
+    (cd "$work" && cmake \
+        -DCMAKE_INSTALL_PREFIX="$work/build_samsung_android" \
+        -DCMAKE_TOOLCHAIN_FILE="$ndk/build/cmake/android.toolchain.cmake" \
+        -DANDROID_NDK="$ndk" \
+        -DANDROID_ABI=arm64-v8a \
+        -DANDROID_PLATFORM=android-28 \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DEXECUTORCH_BUILD_ENN=ON \
+        -DEXYNOS_AI_LITECORE_ROOT="$sdk" \
+        -DEXECUTORCH_BUILD_EXTENSION_MODULE=ON \
+        -DEXECUTORCH_BUILD_EXTENSION_DATA_LOADER=ON \
+        -DEXECUTORCH_BUILD_EXTENSION_FLAT_TENSOR=ON \
+        -DEXECUTORCH_BUILD_EXTENSION_NAMED_DATA_MAP=ON \
+        -DEXECUTORCH_BUILD_EXTENSION_TENSOR=ON \
+        -DEXECUTORCH_BUILD_EXTENSION_RUNNER_UTIL=ON \
+        -DEXECUTORCH_ENABLE_LOGGING=1 \
+        -DEXECUTORCH_BUILD_DEVTOOLS=ON \
+        -DEXECUTORCH_ENABLE_EVENT_TRACER=ON \
+        -DEXECUTORCH_BUILD_XNNPACK=ON \
+        -DEXECUTORCH_BUILD_CPUINFO=ON \
+        -DEXECUTORCH_BUILD_PTHREADPOOL=ON \
+        -DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON \
+        -DCMAKE_PROJECT_executorch_INCLUDE="$include" \
+        -S . -B build_samsung_android \
+      && cmake --build build_samsung_android -j "$(nproc)" --target install)
+  fi
   runner=$work/build_samsung_android/backends/samsung/enn_executor_runner
   [ -f "$runner" ] || die "the android build produced no $runner"
   magic=$(od -An -tx1 -N20 "$runner" | tr -d ' \n')
@@ -136,6 +181,10 @@ if [ "$build" = android ] || [ "$build" = all ]; then
   mkdir -p "$out/runner"
   cp -f "$runner" "$out/runner/enn_executor_runner"
   chmod 0755 "$out/runner/enn_executor_runner"
+  # What hil reads to learn what this binary can execute (hil/runner/profiles.py).
+  digest=$(sha256sum "$out/runner/enn_executor_runner" | cut -d' ' -f1)
+  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "built_by": "scripts/build-enn.sh"\n}\n' \
+    "$runner_profile" "$digest" "$ref" > "$out/runner/enn_executor_runner.profile.json"
 fi
 
 cd "$out" && pwd

@@ -13,8 +13,14 @@
 #                         (a BuildKit secret, /run/secrets/litecore_apikey) and piped to curl:
 #                         it is never an argument, an environment variable or printed.
 #                         Skipped when FILE is missing or empty.
-# Checks: the archive's top folder is exynos-ai-litecore-v<version>; the headers and x86-64
-# libraries the build needs are there; the tarball's SHA-256 when --sha256 is given.
+# Layouts: the tarball as downloaded (one top folder, any name, stripped like ExecuTorch CI's
+# `tar --strip-components=1`; or the SDK's folders at the top), and for --verify a folder
+# unpacked with --strip-components=1 (any name). The version comes from ROOT/.litecore-version
+# (written by this script), else from a `v<version>` in the top folder's or the tarball's
+# name; a version that differs from --version is refused, an unknown one is accepted with a
+# note (ExecuTorch's own set-up records none).
+# Checks: the headers and x86-64 libraries the build needs are there; the tarball's SHA-256
+# when --sha256 is given. A wrong layout or a failed check: one line on stderr, exit 3.
 # Exit codes: 0 installed/verified · 3 bad usage, no source, or the SDK failed a check.
 set -euo pipefail
 
@@ -22,6 +28,7 @@ REQUIRED_FILES=(
   include/graphgen_c.h
   include/graphgen_common.h
   include/graph_wrapper_api.h
+  include/common-types.h
   lib/x86_64-linux/libgraphgen_api.so
   lib/x86_64-linux/libgraph_wrapper.so
 )
@@ -59,11 +66,32 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# version_in NAME: the <version> of a `v<version>` in NAME (e.g. ai-litecore-ubuntu2204-v1.1.0.tar.gz),
+# or nothing.
+version_in() {
+  local name=${1%.tar.gz}
+  name=${name%.tgz}
+  if [[ "$name" =~ v([0-9]+(\.[0-9]+)+)$ ]]; then echo "${BASH_REMATCH[1]}"; fi
+}
+
+# check_version FOUND WHERE: refuse another version; note an unknown one.
+check_version() {
+  if [ -z "$1" ]; then
+    note "$2 does not say its version (no $VERSION_FILE, no v<version> in its name): assuming $version"
+  elif [ "$1" != "$version" ]; then
+    die "LITECORE at $2 is version $1, need $version"
+  fi
+}
+
 # check_root ROOT: the required files, each library an x86-64 ELF shared object.
 check_root() {
-  local root=$1 file magic
+  local root=$1 file magic sub
+  if [ ! -d "$root/include" ] && [ ! -d "$root/lib" ]; then
+    sub=$(find "$root" -mindepth 2 -maxdepth 2 -type d -name include -printf '%h\n' 2>/dev/null | head -n 1)
+    [ -z "$sub" ] || die "$root is not an SDK root (no include/, lib/) but $sub is: use that folder, or unpack with tar --strip-components=1"
+  fi
   for file in "${REQUIRED_FILES[@]}"; do
-    [ -f "$root/$file" ] || die "LITECORE $version at $root is incomplete: missing $file"
+    [ -f "$root/$file" ] || die "LITECORE at $root is incomplete: missing $file"
   done
   for file in "${REQUIRED_FILES[@]}"; do
     case "$file" in *.so) ;; *) continue ;; esac
@@ -77,15 +105,12 @@ check_root() {
 
 if [ -n "$verify" ]; then
   [ -d "$verify" ] || die "--verify: no such folder: $verify"
-  found=
-  if [ -f "$verify/$VERSION_FILE" ]; then
-    found=$(cat "$verify/$VERSION_FILE")
-  else
-    case "$(basename "$verify")" in exynos-ai-litecore-v*) found=${verify##*/exynos-ai-litecore-v} ;; esac
-  fi
-  [ -n "$found" ] || die "cannot tell the LITECORE version of $verify (no $VERSION_FILE, folder not named exynos-ai-litecore-v<version>)"
-  [ "$found" = "$version" ] || die "LITECORE at $verify is version $found, need $version"
   check_root "$verify"
+  if [ -f "$verify/$VERSION_FILE" ]; then
+    check_version "$(cat "$verify/$VERSION_FILE")" "$verify"
+  else
+    check_version "$(version_in "$(basename "$(cd "$verify" && pwd)")")" "$verify"
+  fi
   cd "$verify" && pwd
   exit 0
 fi
@@ -129,21 +154,26 @@ fi
 listing=$(tar -tzf "$tarball" 2>/dev/null) || die "${tarball##*/} is not a gzip tar archive"
 tops=$(printf '%s\n' "$listing" | sed -e 's|^\./||' -e 's|/.*||' | grep -v '^$' | sort -u)
 [ -n "$tops" ] || die "${tarball##*/} is empty"
-[ "$(printf '%s\n' "$tops" | wc -l)" = 1 ] \
-  || die "${tarball##*/} has several top folders ($(echo $tops)); expected one, exynos-ai-litecore-v$version"
-top=$tops
-expected_top=exynos-ai-litecore-v$version
-[ "$top" = "$expected_top" ] \
-  || die "${tarball##*/} holds $top, expected $expected_top (LITECORE $version)"
-
 mkdir -p "$work/unpacked"
-tar -xzf "$tarball" -C "$work/unpacked" --no-same-owner
-root=$work/unpacked/$top
+if printf '%s\n' "$tops" | grep -qx -e include -e lib; then
+  # The SDK's folders at the top: nothing to strip.
+  tar -xzf "$tarball" -C "$work/unpacked" --no-same-owner
+  found=$(version_in "${tarball##*/}")
+else
+  [ "$(printf '%s\n' "$tops" | wc -l)" = 1 ] \
+    || die "${tarball##*/} has several top folders ($(echo $tops)) and no include/ or lib/: not a LITECORE SDK"
+  # One top folder, whatever its name: stripped, as ExecuTorch CI unpacks the SDK.
+  tar -xzf "$tarball" -C "$work/unpacked" --no-same-owner --strip-components=1
+  found=$(version_in "$tops")
+  [ -n "$found" ] || found=$(version_in "${tarball##*/}")
+fi
+root=$work/unpacked
 check_root "$root"
+check_version "$found" "${tarball##*/}${tops:+ ($(echo $tops))}"
 
 mkdir -p "$dest"
 [ -z "$(ls -A "$dest")" ] || die "--dest $dest is not empty"
 cp -a "$root/." "$dest/"
-echo "$version" >"$dest/$VERSION_FILE"
+[ -z "$found" ] || echo "$found" >"$dest/$VERSION_FILE"
 note "LITECORE $version installed"
 cd "$dest" && pwd

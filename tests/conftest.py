@@ -20,6 +20,18 @@ def isolated_artifact_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     patch.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_leases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Board leases of the tests' runs live in the session's own folder, not the host's, and
+    no test inherits a lab adb server from the environment."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HIL_LEASE_DIR", str(tmp_path_factory.mktemp("leases")))
+    patch.delenv("ANDROID_ADB_SERVER_HOST", raising=False)
+    patch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def adb_server() -> Iterator[AdbServer]:
     """A private adb server (never on 5037) for the whole session."""

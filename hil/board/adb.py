@@ -10,6 +10,9 @@ Every call to the board is time-limited (`watchdog.py`): a runner past its deadl
 board that still answers is killed by its PID (verdict FAIL_RUN, TIMEOUT); a board that
 stops answering for the idle timeout is an InfraError (ERROR_INFRA). A crash line on the
 board's console during a case turns the case into a `ConsoleCrash` (ERROR_INFRA).
+
+The board's traffic goes through hil's own adb connections (`connection.py`, `sync.py`):
+adbutils' shell and sync paths cost more of their own than a small case does.
 """
 
 from __future__ import annotations
@@ -20,18 +23,29 @@ import posixpath
 import re
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import adbutils
 
+from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
+from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
-from hil.report.stats import latency_stats
+from hil.latency import latency_stats, stability
+from hil.latency_plan import NoiseControl
+from hil.runner.contract import (
+    STATISTICS_FILE,
+    RunnerLog,
+    board_fault,
+    parse_log,
+    parse_statistics,
+)
+from hil.runner.pte import PteError, read_program_file
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -48,18 +62,41 @@ LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PID_FILE = "runner.pid"
-_RECORD_PID = 'echo $$ > runner.pid && exec "$@"'
-"""Constant script run as `sh -c SCRIPT sh RUNNER ARGS...`: records the runner's PID (the
-shell execs into the runner) so the host can kill exactly it."""
+RUNS_FOLDER = "runs"
+"""Under a case's folder, `runs/<i>/` is invocation i's current folder: where the runner
+writes its `statistics.txt`, so that every invocation keeps its own without a process to
+move it."""
+INVOCATION_MARKER = "hil: runner invocation"
+"""The stderr line hil prints before each runner invocation of a case: it separates the
+invocations' logs, and its absence after a failure means the run shell's own setup failed."""
+_INVOKE = f'echo $$ > "$1" && shift && echo "{INVOCATION_MARKER}" >&2 && exec "$@"'
+"""Constant script run as `sh -c SCRIPT sh PID_FILE RUNNER ARGS...`: records the runner's
+PID (the shell execs into the runner) so the host can kill exactly it, and marks the
+invocation."""
+FOLDER_MARKER = ".hil-folder"
+"""The empty file pushed into each folder a case needs (`folder_markers`)."""
 _KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
+PEAK_RSS = ("command", "time", "-v")
+"""Prefix of each invocation on a board whose `time -v` works (toybox, `toys/posix/time.c`:
+`wait4()`'s `ru_maxrss` printed as `Max RSS (KiB): N` on stderr when the child ends).
+`command` makes the shell look `time` up as a program: in mksh and bash `time` is a
+keyword. It wraps `timeout`, whose own `wait` takes the runner's usage in (`ru_maxrss` of a
+process covers its reaped children), so the backstop still signals the runner itself, and
+toybox `timeout` exits 128+N for a runner killed by signal N, which `time` passes on."""
+_PEAK_RSS_LINE = re.compile(r"^(?:Max RSS \(KiB\)|\s*Maximum resident set size \(kbytes\)): *(\d+)\s*$",
+                            re.MULTILINE)
+"""toybox's `time -v` line (busybox and GNU time print the second form)."""
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
 
 CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 """Where the chipset is read from, in order of trust."""
 
-_TIMING = re.compile(r"(\d+) inference took ([0-9.]+) ms, avg ([0-9.]+) ms")
-_STAT_LINE = re.compile(r"^\s*(init|load|1st|avg)\s*:\s*([0-9.]+)", re.MULTILINE)
+BACKSTOP_STATUS = 124
+"""What `timeout` (toybox, coreutils) exits with when its time ran out and its TERM ended the
+runner: the board-side backstop fired. (A runner killed by anyone else exits 128+N.)"""
+BACKSTOP_KILL_AFTER_S = 2
+"""Seconds the backstop waits after its TERM before it sends KILL."""
 
 
 def safe_name(name: str, what: str) -> str:
@@ -97,21 +134,33 @@ class BoardInfo:
 
 @dataclass(frozen=True)
 class Execution:
-    """One runner execution of one artifact on one board."""
+    """The runner invocations of one artifact on one board (one per `--iterations`)."""
 
     exit_code: int
-    """Shell exit status: 128+N when the runner died by signal N."""
+    """Shell exit status: the last invocation's; 128+N when it died by signal N."""
     stdout: str
     stderr: str
     timed_out: bool
     """The runner ran past its deadline and was killed on the device."""
+    logs: tuple[RunnerLog, ...]
+    """Each invocation's log, read back (hil/runner/contract.py); only the last can have failed."""
     outputs: tuple[Path | None, ...]
     """Pulled `output_<i>.bin` files; None where the board wrote none."""
     timings_s: dict[str, float]
     """Seconds spent in `push`, `exec`, `pull`."""
     latency_ms: dict[str, Any] | None
-    """`init`, `load`, `first`, `avg` (ms) from the runner's statistics and timing lines, and
-    `samples`: one per timed iteration."""
+    """The latency record (`_latency`): the 1st run, the steady-state samples and the
+    runner's own averages, with the same meaning on real and virtual boards."""
+    memory: dict[str, Any] | None = None
+    """The program's planned memory (read from the `.pte`) and the runner's peak RSS where
+    the board can measure it (`_memory`)."""
+    board_state: dict[str, Any] | None = None
+    """Thermal zones, cpufreq policies and the cool-down wait before the case (`thermal.py`)."""
+
+    def record_fields(self) -> dict[str, Any]:
+        """The measurements of a results.json case record: `latency_ms`, `memory`,
+        `board_state` (docs/results-json.md)."""
+        return {"latency_ms": self.latency_ms, "memory": self.memory, "board_state": self.board_state}
 
 
 class AdbBoard:
@@ -139,14 +188,28 @@ class AdbBoard:
         """The board's serial console, watched for crashes during each case."""
         self.runner_pushes = 0
         """How often this board object pushed the runner (once at most, unless it changed)."""
+        self.measures_rss = False
+        """`time -v` works on the board: each invocation's peak RSS is measured (`prepare`)."""
         self._cases_run = 0
         self._console_mark = 0
+        self._case_dirs: set[str] = set()
+        """Case folders this board has run in (a second run there cleans up first)."""
 
-    def _shell(self, argv_chain: Sequence[Sequence[str]], timeout: float) -> adbutils.ShellReturn:
+    def _shell(
+        self,
+        argv_chain: Sequence[Sequence[str]],
+        timeout: float,
+        on_stderr: Callable[[bytes], None] | None = None,
+        bound: bool = True,
+    ) -> adbutils.ShellReturn:
+        """The chain through shell v2; `bound`: in a thread of its own that may take no
+        longer than `timeout` + the idle timeout (the run shell is supervised instead)."""
         command = device_command(*argv_chain)
         try:
+            if not bound:
+                return shell_v2(self.device, command, timeout, on_stderr)
             return bounded(
-                lambda: self.device.shell2(command, timeout=timeout, v2=True),
+                lambda: shell_v2(self.device, command, timeout, on_stderr),
                 timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
             )
         except ADB_ERRORS as exc:
@@ -184,6 +247,9 @@ class AdbBoard:
         if result.returncode != 0:
             raise InfraError(f"{self.name}: cannot create {self.workdir}: {result.stderr.strip()}")
         self._install_runner()
+        self.measures_rss = self.shell(PEAK_RSS + ("true",)).returncode == 0
+        if not self.measures_rss:
+            log.info("%s: no working `time -v`: the runner's peak RSS is not measured", self.name)
         return info
 
     def runner_sha256(self) -> str | None:
@@ -209,24 +275,42 @@ class AdbBoard:
         self.runner_pushes += 1
         log.info("%s: runner installed at %s (sha256 %s)", self.name, RUNNER_PATH, local_sha[:12])
 
-    def run(self, artifact: Artifact, slot: str, host_out: Path, iterations: int, warmup: int) -> Execution:
+    def run(
+        self,
+        artifact: Artifact,
+        slot: str,
+        host_out: Path,
+        iterations: int,
+        warmup: int,
+        noise: NoiseControl | None = None,
+    ) -> Execution:
         """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
 
         Three adb round trips: one sync connection up (`.pte` and inputs), one shell, one
-        sync connection down (outputs and `statistics.txt`). With `iterations` > 1 the runner
-        is invoked once per iteration inside that one shell, so each timing line is a
-        latency sample.
+        sync connection down (outputs and every `statistics.txt`). The shell reads the
+        board's thermal and clock state and waits for it to cool (`noise`, `thermal.py`),
+        then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
+        each invocation's timing line is one latency sample. `noise` None: the defaults.
         """
+        noise = noise or NoiseControl()
         case_dir = posixpath.join(self.workdir, safe_name(slot, "case slot"))
         inputs = [artifact.input_file(i) for i in range(len(artifact.inputs))]
-        uploads = [(artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)]
+        uploads: list[tuple[Path | bytes, str, int]] = [
+            (artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)
+        ]
         uploads += [
             (path, posixpath.join(case_dir, safe_name(path.name, "input file")), 0o644)
             for path in inputs
         ]
+        remote_inputs = [remote for _local, remote, _mode in uploads[1:]]
+        fresh = case_dir not in self._case_dirs  # a retry on this board reuses the folder
+        self._case_dirs.add(case_dir)
+        if fresh:
+            uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
         try:
-            execution = self._run(artifact, case_dir, uploads, host_out, iterations, warmup)
+            execution = self._run(artifact, case_dir, uploads, remote_inputs, fresh, host_out,
+                                  iterations, warmup, noise)
         except InfraError:
             self._check_console()  # a crash on the console explains the failure best
             raise
@@ -237,12 +321,14 @@ class AdbBoard:
         self,
         artifact: Artifact,
         case_dir: str,
-        uploads: list[tuple[Path, str, int]],
+        uploads: list[tuple[Path | bytes, str, int]],
+        inputs: list[str],
+        fresh: bool,
         host_out: Path,
         iterations: int,
         warmup: int,
+        noise: NoiseControl,
     ) -> Execution:
-        inputs = [local for local, _remote, _mode in uploads[1:]]
         start = time.perf_counter()
         try:
             push_files(self.device, uploads, timeout=self.idle_timeout_s)
@@ -250,62 +336,116 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        def invocation(warm_up: int) -> list[str]:
-            return [
-                # a backstop only: the host kills the runner by PID at its deadline
-                "timeout", "-s", "KILL", str(int(self.timeout_s + 2 * self.idle_timeout_s)),
-                "sh", "-c", _RECORD_PID, "sh",
-                RUNNER_PATH,
-                "--model", "model.pte",
-                "--input", " ".join(path.name for path in inputs),
-                "--output_path", "out",
-                "--num_executions", "1",
-                "--warm_up", str(warm_up),
-                "--dump_statistics",
-            ]  # fmt: skip
-
-        runs = [invocation(warmup)] + [invocation(0) for _ in range(iterations - 1)]
-        chain = [["cd", case_dir], ["rm", "-rf", "out", "statistics.txt", PID_FILE],
-                 ["mkdir", "out"], *runs]
-        deadline_s = self.timeout_s * len(runs)
+        chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
+        deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
-        supervised = supervise(
-            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s),
+        supervised = supervise(  # its own thread, bounded by the deadline and the probes
+            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
+                                on_stderr=self._announce_cooldown, bound=False),
             self.alive, self.idle_timeout_s, deadline_s,
             lambda: self._kill_runner(case_dir), f"{self.name}: runner",
         )
         result = supervised.value
         exec_s = time.perf_counter() - start
-        timed_out = supervised.deadline_hit
+        parts = result.stderr.split(INVOCATION_MARKER + "\n")
+        if result.returncode != 0 and len(parts) == 1:
+            raise InfraError(
+                f"{self.name}: the run shell's setup in {case_dir} failed (exit {result.returncode}): "
+                f"{_last_line(result.stderr + result.stdout)}"
+            )
+        state = parse_state(parts[0])
+        if state.cooldown and state.cooldown["waited_s"]:
+            log.warning("%s: waited %d s for the board to cool (%s -> %s °C, threshold %g °C)",
+                        self.name, state.cooldown["waited_s"], state.cooldown["start_c"],
+                        state.cooldown["end_c"], state.cooldown["threshold_c"])
+        logs = tuple(parse_log(part) for part in parts[1:])
+        timed_out = supervised.deadline_hit or result.returncode == BACKSTOP_STATUS
+        if result.returncode != 0 and logs and not timed_out:
+            trouble = board_fault(logs[-1], result.returncode)
+            if trouble is not None:
+                raise InfraError(f"{self.name}: {trouble}")
 
         start = time.perf_counter()
         outputs: list[Path | None] = []
-        statistics: bytes | None = None
+        statistics: list[bytes | None] = []
         if result.returncode == 0:
             names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
-            remotes = [posixpath.join(case_dir, name) for name in [*names, "statistics.txt"]]
+            names += [posixpath.join(RUNS_FOLDER, str(i), STATISTICS_FILE) for i in range(iterations)]
+            remotes = [posixpath.join(case_dir, name) for name in names]
             try:
                 pulled = pull_files(self.device, remotes, timeout=self.idle_timeout_s)
             except ADB_ERRORS as exc:
                 raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
             host_out.mkdir(parents=True, exist_ok=True)
-            for remote in remotes[:-1]:
+            for remote in remotes[: len(artifact.outputs)]:
                 data = pulled[remote]
                 local = host_out / posixpath.basename(remote)
                 if data is not None:
                     local.write_bytes(data)
                 outputs.append(local if data is not None else None)
-            statistics = pulled[remotes[-1]]
+            statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start
+        latency = _latency(logs, statistics, warmup)
+        if latency is not None:
+            latency.update(stability(latency, noise.cv_limit, state.still_hot))
         return Execution(
             exit_code=result.returncode,
             stdout=result.stdout,
             stderr=result.stderr,
             timed_out=timed_out,
+            logs=logs,
             outputs=tuple(outputs),
             timings_s={"push": round(push_s, 4), "exec": round(exec_s, 4), "pull": round(pull_s, 4)},
-            latency_ms=_latency(result.stderr, statistics),
+            latency_ms=latency,
+            memory=_memory(artifact.pte, parts[1:] if self.measures_rss else None),
+            board_state=state.record(),
         )
+
+    def run_chain(
+        self, case_dir: str, inputs: Sequence[str], iterations: int, warmup: int, noise: NoiseControl,
+        fresh: bool = True,
+    ) -> list[list[str]]:
+        """The argument lists of a case's run shell (joined with `&&`): unless `fresh` (the
+        push has just made the folders, `folder_markers`), clean the case's folder and make
+        them; read the board's state and wait for it to cool; then one runner invocation per
+        iteration, each in its own `runs/<i>/` folder."""
+        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
+        # invocation that outlives it anyway (the kill failed, the host lost track) before the
+        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
+        backstop_s = self.timeout_s + self.idle_timeout_s / 2
+        invocation = [
+            *(PEAK_RSS if self.measures_rss else ()),
+            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
+            "sh", "-c", _INVOKE, "sh", posixpath.join(case_dir, PID_FILE),
+            RUNNER_PATH,
+            "--model", posixpath.join(case_dir, "model.pte"),
+            "--input", " ".join(inputs),
+            "--output_path", posixpath.join(case_dir, "out"),
+            "--num_executions", "1",
+            "--warm_up", str(warmup),
+            "--dump_statistics",
+        ]  # fmt: skip
+        folders = [posixpath.join(case_dir, RUNS_FOLDER, str(index)) for index in range(iterations)]
+        runs: list[list[str]] = []
+        for folder in folders:
+            runs += [["cd", folder], invocation]
+        if fresh:  # the push made the folders (`folder_markers`)
+            setup = []
+        else:
+            setup = [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out", *folders]]
+        return [
+            ["cd", case_dir],
+            *setup,
+            ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)],
+            *runs,
+        ]
+
+    def _announce_cooldown(self, chunk: bytes) -> None:
+        """Log the board's cool-down line as it arrives (the wait can take minutes)."""
+        for line in chunk.decode("utf-8", "replace").splitlines():
+            waiting = waiting_line(line)
+            if waiting is not None:
+                log.warning("%s: %s", self.name, waiting)
 
     def _kill_runner(self, case_dir: str) -> None:
         """Kill the runner of `case_dir` by the PID it recorded (InfraError when the board
@@ -345,15 +485,54 @@ class AdbBoard:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
 
 
-def _latency(stderr: str, statistics: bytes | None) -> dict[str, Any] | None:
-    """`init`/`load`/`first`/`avg` from the last `statistics.txt`, and one sample per runner
-    timing line (`1 inference took X ms`)."""
-    latency: dict[str, Any] = {}
-    if statistics is not None:
-        text = statistics.decode("utf-8", errors="replace")
-        for key, value in _STAT_LINE.findall(text):
-            latency["first" if key == "1st" else key] = float(value)
-    samples = [float(took) / int(count) for count, took, _avg in _TIMING.findall(stderr)]
-    if samples:
-        latency.update(latency_stats(samples))
-    return latency or None
+def folder_markers(case_dir: str, iterations: int) -> list[tuple[bytes, str, int]]:
+    """Empty files whose push makes a case's `out/` and `runs/<i>/` folders: adbd creates the
+    parents of a pushed file (`fixed_push_mkdir`), in the connection that goes up anyway, so
+    the run shell needs no `mkdir` process."""
+    folders = ["out", *(posixpath.join(RUNS_FOLDER, str(i)) for i in range(iterations))]
+    return [(b"", posixpath.join(case_dir, folder, FOLDER_MARKER), 0o644) for folder in folders]
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no output)"
+
+
+def _latency(
+    logs: Sequence[RunnerLog], statistics: Sequence[bytes | None], warmup: int
+) -> dict[str, Any] | None:
+    """The latency record of a case's runner invocations (each `--warm_up W
+    --num_executions 1`): `init`, `load`, `first` (the 1st run after the warm-ups) from the
+    first invocation's `statistics.txt`; one steady-state sample per invocation, the run after
+    its 1st (the timing line's total / N); `runner_avg`, each invocation's own statistics
+    `avg` = (1st + N runs) / (N + 1); `warmup`, the warm-ups before each 1st."""
+    samples = [total / runs for runs, total, _avg in (log.timing for log in logs if log.timing) if runs]
+    if not samples and not any(statistics):
+        return None
+    parsed = [parse_statistics(data) for data in statistics]
+    latency: dict[str, Any] = {key: parsed[0][key] for key in ("init", "load", "first")
+                               if parsed and key in parsed[0]}
+    latency["runner_avg"] = [stats["avg"] for stats in parsed if "avg" in stats]
+    latency["warmup"] = warmup
+    latency.update(latency_stats(samples))
+    return latency
+
+
+def _memory(pte: Path, invocation_logs: Sequence[str] | None) -> dict[str, Any] | None:
+    """The `memory` record: the program's planned memory from the `.pte` (memory-planned
+    buffers, constants, delegate payloads, their sum) and the runner's peak RSS, the
+    largest over the invocations' `time -v` lines (None when the board cannot measure it
+    or no invocation reported it)."""
+    try:
+        info = read_program_file(pte)
+    except (OSError, PteError):
+        return None
+    peaks = [int(found) for text in invocation_logs or () for found in _PEAK_RSS_LINE.findall(text)]
+    return {
+        "planned_bytes": info.planned_bytes,
+        "constant_bytes": info.constant_bytes,
+        "delegate_bytes": info.delegate_bytes,
+        "program_bytes": info.planned_bytes + info.constant_bytes + info.delegate_bytes,
+        "planned_buffers": list(info.planned_buffers),
+        "peak_rss_kib": max(peaks) if peaks else None,
+    }

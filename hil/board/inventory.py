@@ -4,6 +4,7 @@
 boards:
   - name: e9955-a                 # required, [A-Za-z0-9._-], unique
     adb: R3CX40ABCDE              # required: adb serial or host:port (network adb)
+    adb_server: lab-host-2:5037   # optional: the adb server that owns it (default: see servers.py)
     chipset: E9955                # required: what getprop must report
     console: /dev/ttyUSB0         # optional: a device path, socket://host:port, rfc2217://host:port
     console_baud: 115200          # optional (default 115200)
@@ -12,6 +13,7 @@ boards:
       on: [usbrelay, BITFT_1=1]
       cycle: [pdu-ctl, cycle, "3"]    # optional: default off, wait, on
     tags: [lab-a, nightly]        # optional
+    runner_profile: hil           # optional: upstream | hil (what its runner can execute)
   - name: e9965-b
     adb: 192.168.1.50:5555
     chipset: E9965
@@ -33,15 +35,18 @@ from typing import Any
 
 import yaml
 
+from hil.adbserver import parse_server
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
 from hil.errors import UsageError, Where
+from hil.runner.profiles import PROFILES
 
 CHIPSETS = ("E9955", "E9965")
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
 _CONSOLE_SCHEMES = ("socket://", "rfc2217://")
-_FIELDS = {"name", "adb", "chipset", "console", "console_baud", "power", "tags"}
+_FIELDS = {"name", "adb", "adb_server", "chipset", "console", "console_baud", "power", "tags",
+           "runner_profile"}
 _POWER_COMMANDS = ("on", "off", "cycle")
 _RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
 
@@ -66,11 +71,21 @@ class InventoryEntry:
     """Free-form labels."""
     virtual: bool = False
     """A virtual board that hil starts and stops (`--board virtual`)."""
+    adb_server: str | None = None
+    """`HOST:PORT` of the adb server the board belongs to (a lab's; hil only uses it);
+    None: decided by `hil.board.servers`."""
+    runner_profile: str | None = None
+    """What its runner can execute (`hil/runner/profiles.py`); None: learnt otherwise."""
 
     @property
     def network(self) -> bool:
         """Reached with `adb connect` rather than over USB."""
         return ":" in self.adb
+
+    @property
+    def key(self) -> str:
+        """The board's adb id, with `@SERVER` when the entry names its server."""
+        return f"{self.adb}@{self.adb_server}" if self.adb_server else self.adb
 
 
 def load_inventory(path: Path) -> list[InventoryEntry]:
@@ -89,11 +104,14 @@ def load_inventory(path: Path) -> list[InventoryEntry]:
     if not isinstance(raw, list) or not raw:
         raise where.error("boards", "expected a non-empty list of boards")
     entries = [_entry(path, index, item) for index, item in enumerate(raw)]
-    for field in ("name", "adb"):
-        values = [getattr(e, field) for e in entries]
-        duplicates = sorted({v for v in values if values.count(v) > 1})
-        if duplicates:
-            raise where.error("boards", f"{field} {duplicates[0]!r} appears twice")
+    names = [e.name for e in entries]
+    duplicates = sorted({v for v in names if names.count(v) > 1})
+    if duplicates:
+        raise where.error("boards", f"name {duplicates[0]!r} appears twice")
+    boards = [e.key for e in entries]
+    duplicates = sorted({v for v in boards if boards.count(v) > 1})
+    if duplicates:
+        raise where.error("boards", f"adb {duplicates[0]!r} appears twice")
     return entries
 
 
@@ -122,6 +140,12 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     assert adb is not None
     if not _ADB.match(adb):
         raise where.error("adb", f"{adb!r} is not an adb serial or host:port")
+    adb_server = _text(where, item, "adb_server", required=False)
+    if adb_server is not None:
+        try:
+            parse_server(adb_server, "adb_server")
+        except UsageError as exc:
+            raise where.error("adb_server", f"{adb_server!r} is not an adb server HOST:PORT") from exc
     chipset = _text(where, item, "chipset", required=True)
     if chipset not in CHIPSETS:
         raise where.error("chipset", f"{chipset!r}: expected one of {', '.join(CHIPSETS)}")
@@ -134,9 +158,13 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     tags = item.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise where.error("tags", "expected a list of strings")
+    runner_profile = _text(where, item, "runner_profile", required=False)
+    if runner_profile is not None and runner_profile not in PROFILES:
+        raise where.error("runner_profile", f"{runner_profile!r}: expected one of {', '.join(PROFILES)}")
     return InventoryEntry(
         name=name, adb=adb, chipset=chipset, console=console, console_baud=baud,
-        power=_power(where, item.get("power")), tags=tuple(tags),
+        power=_power(where, item.get("power")), tags=tuple(tags), adb_server=adb_server,
+        runner_profile=runner_profile,
     )
 
 
@@ -197,7 +225,8 @@ def select_boards(
     (`virtual`, a serial, `host:port`). Without either: one virtual board."""
     if not inventory:
         return from_specs(parse_boards(board_args))
-    by_key = {e.name: e for e in inventory} | {e.adb: e for e in inventory}
+    by_key = ({e.name: e for e in inventory} | {e.adb: e for e in inventory}
+              | {e.key: e for e in inventory})
     chosen = [by_key[arg] for arg in board_args if arg in by_key] if board_args else list(inventory)
     extra = [arg for arg in board_args if arg not in by_key]
     if extra:
@@ -210,7 +239,7 @@ def select_boards(
 
 def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:
     """Inventory entries for `--board` specs: named `virtual-<i>` for virtual boards, by
-    their adb id otherwise."""
+    their adb id (`@SERVER` when given) otherwise."""
     entries = []
     virtual_index = 0
     for spec in specs:
@@ -218,5 +247,6 @@ def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:
             entries.append(InventoryEntry(name=f"virtual-{virtual_index}", adb="", virtual=True))
             virtual_index += 1
         else:
-            entries.append(InventoryEntry(name=spec.adb, adb=spec.adb))
+            name = f"{spec.adb}@{spec.adb_server}" if spec.adb_server else spec.adb
+            entries.append(InventoryEntry(name=name, adb=spec.adb, adb_server=spec.adb_server))
     return entries

@@ -28,7 +28,7 @@ from hil.board.watchdog import bounded
 from hil.errors import InfraError
 
 if TYPE_CHECKING:
-    from hil.adbserver import AdbServer
+    from hil.board.servers import Server
 
 VIRTUAL_RUNNER = Path(__file__).parents[1] / "virtual" / "runner_front.py"
 """What hil installs as `enn_executor_runner` on a virtual board."""
@@ -199,7 +199,7 @@ def render(reports: list[BoardReport]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def connect(entry: InventoryEntry, server: AdbServer, address: str, timeout_s: float) -> AdbDevice:
+def connect(entry: InventoryEntry, server: Server, address: str, timeout_s: float) -> AdbDevice:
     """The adbutils device of a board: `adb connect` for a network board, else wait until
     the USB board is `device`. InfraError naming the state when it does not get there."""
     if ":" in address:
@@ -224,14 +224,16 @@ def preflight(
     run_chipset: str | None,
     runner: Path | None,
     idle_s: float,
-) -> list[BoardReport]:
+    lab_server: str | None = None,
+) -> tuple[list[BoardReport], str]:
     """`hil boards`: connect every board (starting virtual ones), and with `check` inspect
-    them fully; without, only reachability and identity."""
-    from hil.adbserver import AdbServer
+    them fully; without, only reachability and identity. Also returns a line per adb server
+    used: which it is and what it sees (`describe_servers`)."""
+    from hil.board.servers import BoardServers, describe_servers
     from hil.virtual.launcher import start_virtual_board
 
     reports = []
-    with AdbServer() as server, ExitStack() as stack:
+    with BoardServers(lab_server) as servers, ExitStack() as stack:
         for entry in entries:
             address = entry.adb
             if entry.virtual:
@@ -243,6 +245,7 @@ def preflight(
                 if process.console:
                     entry = dataclasses.replace(entry, console=process.console)
             try:
+                server = servers.server_for(entry)
                 device = connect(entry, server, address, idle_s)
             except InfraError as exc:
                 report = BoardReport(entry.name, address, entry.chipset, state="unreachable")
@@ -256,7 +259,8 @@ def preflight(
                 reports.append(inspect_board(board, entry, run_chipset, runner))
             else:
                 reports.append(_identify(board, entry))
-    return reports
+        described = describe_servers(servers, entries)
+    return reports, described
 
 
 def _identify(board: AdbBoard, entry: InventoryEntry) -> BoardReport:

@@ -75,7 +75,8 @@ def first_rung(error: BaseException) -> Rung:
 
 
 class ServerKeeper:
-    """Restarts the run's adb server when it died; whichever board notices first does it."""
+    """Restarts an adb server hil owns when it died (whichever board notices first does
+    it); for a lab's server, whose `restart()` refuses, a dead server is an InfraError."""
 
     def __init__(self, server: object, probe_s: float = 5.0) -> None:
         self.server = server
@@ -99,8 +100,9 @@ class ServerKeeper:
                 bounded(client.server_version, self.probe_s, "adb server version")
                 return
             except (InfraError, adbutils.AdbError, OSError) as exc:
-                log.warning("adb server does not answer (%s): restarting it", exc)
-            self.server.restart()  # type: ignore[attr-defined]
+                if getattr(self.server, "owned", True):
+                    log.warning("adb server does not answer (%s): restarting it", exc)
+            self.server.restart()  # type: ignore[attr-defined]  # a lab's server refuses
             self.restarts += 1
 
 

@@ -1,4 +1,5 @@
-"""`--board` specifications: `virtual`, `virtual:N`, an adb serial, or `HOST:PORT`."""
+"""`--board` specifications: `virtual`, `virtual:N`, an adb serial, or `HOST:PORT`, each of
+the last two optionally `@SERVER_HOST:SERVER_PORT` (the lab adb server that owns the board)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hil.adbserver import parse_server
 from hil.errors import UsageError
 
 MAX_VIRTUAL_BOARDS = 16
@@ -21,6 +23,8 @@ class BoardSpec:
     """True for a virtual board that hil starts and stops itself."""
     adb: str = ""
     """adb serial or `host:port` (empty for a virtual board, known once started)."""
+    adb_server: str | None = None
+    """`HOST:PORT` of the adb server that owns the board (`SERIAL@HOST:PORT`); None: default."""
 
     @property
     def network(self) -> bool:
@@ -41,18 +45,22 @@ def parse_boards(texts: Sequence[str]) -> list[BoardSpec]:
                 )
             specs.extend(BoardSpec(virtual=True) for _ in range(int(count_text)))
             continue
-        match = _HOST_PORT.match(text)
+        board, at, server = text.partition("@")
+        if at:
+            server = parse_server(server, f"--board {text!r}")
+        match = _HOST_PORT.match(board)
         if match:
             if not 1 <= int(match.group(2)) <= 65535:
                 raise UsageError(f"--board: {text!r}: port out of range")
-            specs.append(BoardSpec(virtual=False, adb=text))
-        elif _SERIAL.match(text):
-            specs.append(BoardSpec(virtual=False, adb=text))
+            specs.append(BoardSpec(virtual=False, adb=board, adb_server=server or None))
+        elif _SERIAL.match(board):
+            specs.append(BoardSpec(virtual=False, adb=board, adb_server=server or None))
         else:
             raise UsageError(
-                f"--board: {text!r} is not virtual, virtual:N, an adb serial or HOST:PORT"
+                f"--board: {text!r} is not virtual, virtual:N, an adb serial or HOST:PORT "
+                "(either optionally @SERVER_HOST:PORT)"
             )
-    adb_ids = [s.adb for s in specs if s.adb]
+    adb_ids = [(s.adb, s.adb_server) for s in specs if s.adb]
     if len(set(adb_ids)) != len(adb_ids):
         raise UsageError("--board: the same board is named twice")
     return specs

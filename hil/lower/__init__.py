@@ -58,6 +58,8 @@ def _stage(verdict: Verdict, name: str, times: dict[str, float], fn: Callable[[]
     start = time.perf_counter()
     try:
         return fn()
+    except LoweringFailed:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure inside a stage is the case's verdict
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise LoweringFailed(
@@ -68,12 +70,27 @@ def _stage(verdict: Verdict, name: str, times: dict[str, float], fn: Callable[[]
 
 
 def _flatten(outputs: Any) -> list[torch.Tensor]:
-    """The output leaves in pytree order (the order of the program's outputs)."""
+    """The output leaves in pytree order (the order of the program's outputs). A leaf that
+    is not a tensor is FAIL_LOWER: enn_executor_runner calls `toTensor()` on every output."""
     leaves = torch.utils._pytree.tree_leaves(outputs)
-    for leaf in leaves:
+    for index, leaf in enumerate(leaves):
         if not isinstance(leaf, torch.Tensor):
-            raise TypeError(f"unsupported output type {type(leaf).__name__}")
+            raise LoweringFailed(
+                Verdict.FAIL_LOWER,
+                f"output {index} is of type {type(leaf).__name__}, not a tensor: enn_executor_runner "
+                "calls toTensor() on every output and would abort",
+            )
     return leaves
+
+
+def check_runner_limits(buffer: bytes) -> None:
+    """FAIL_LOWER when the serialised program is one `enn_executor_runner` cannot run (non-
+    tensor inputs or outputs, a method too large for its 4 MB method allocator)."""
+    from hil.runner.pte import read_program
+
+    problems = read_program(buffer).runner_limits()
+    if problems:
+        raise LoweringFailed(Verdict.FAIL_LOWER, f"not runnable by enn_executor_runner: {problems[0]}")
 
 
 def _meta(tensor: torch.Tensor) -> TensorMeta:
@@ -164,6 +181,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
     lowered = _stage(
         Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(exported, flow, chipset)
     )
+    check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)
     flat_inputs = input_leaves(inputs)
     for i, tensor in enumerate(flat_inputs):

@@ -61,6 +61,18 @@ def _lower_one(case: Case, flow: str, chipset: str, folder: Path | None, cache_r
     return artifact, None, "", ""
 
 
+def _needs_sdk_library_path() -> bool:
+    """True when this process cannot load the ENN wrapper's SDK libraries itself; then the
+    SDK's library folder is exported for the workers (`hil.sdk.export_library_path`)."""
+    from hil.sdk import export_library_path, find_litecore, library_path_missing
+
+    sdk = find_litecore()
+    if sdk is None or sdk.missing or not library_path_missing(sdk):
+        return False
+    export_library_path(sdk)
+    return True
+
+
 def lower_cases(
     cases: Sequence[Case],
     flow: str,
@@ -94,7 +106,10 @@ def lower_cases(
         return Lowering(index, artifact, Verdict(verdict) if verdict else None, message, detail,
                         round(seconds, 4))
 
-    if jobs <= 1 or len(todo) < POOL_THRESHOLD:
+    in_process = jobs <= 1 or len(todo) < POOL_THRESHOLD
+    if flow == "enn" and _needs_sdk_library_path():
+        in_process, jobs = False, max(1, jobs)  # only a new process's loader sees the path
+    if in_process:
         for index, case, key in todo:
             yield outcome(index, _lower_one(*args(index, case, key)))
         return

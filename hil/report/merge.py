@@ -117,6 +117,7 @@ def merge_results(inputs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, An
         git_sha=next((r["git_sha"] for r in runs if r.get("git_sha")), None),
         shard=shard,
         boards=list(boards.values()),
+        usable_boards=_usable_boards(runs),
         merged_from=[
             {
                 "path": str(path),
@@ -133,3 +134,10 @@ def merge_results(inputs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, An
     if missing:
         run["missing_shards"] = missing
     return {**first, "run": run, "cases": cases, "totals": totals(cases)}
+
+
+def _usable_boards(runs: list[dict[str, Any]]) -> int | None:
+    """Distinct boards that were usable at the start of any input (null when no input knows)."""
+    if all(r.get("usable_boards") is None for r in runs):
+        return None
+    return len({b["name"] for r in runs for b in r.get("boards") or [] if "error" not in b})

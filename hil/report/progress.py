@@ -1,10 +1,13 @@
-"""Progress of a run while it runs: on a terminal a rich progress bar with a live line per
-finished case above it; anywhere else (CI logs, pipes) one plain line per case."""
+"""Progress of a run while it runs, both phases: lowering (lowered N/M, cache hits, failures)
+and the boards (cases N/M, failures). On a terminal two rich progress bars with a live line
+per finished case above them; anywhere else (CI logs, pipes) one plain line per case and one
+line when lowering is done."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Protocol, TextIO
 
 from rich.console import Console
@@ -18,11 +21,43 @@ from hil.verdict import Verdict
 
 
 class CaseProgress(Protocol):
-    """Receives every finished case record (`Run`'s `on_record`), then `close()`."""
+    """Receives every lowering (`Run`'s `on_lowered`) and every finished case record
+    (`on_record`), then `close()`."""
+
+    def on_lowered(self, lowering: Any) -> None: ...
 
     def on_record(self, record: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
+
+
+class LoweringCount:
+    """Lowering so far: lowered N of M, how many from the cache, how many failed."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.cached = 0
+        self.failed = 0
+        self._start = time.monotonic()
+
+    def add(self, lowering: Any) -> None:
+        """Count one `hil.lower.pool.Lowering`."""
+        self.done += 1
+        self.cached += int(lowering.cached)
+        self.failed += int(lowering.artifact is None)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+    def summary(self) -> str:
+        """`lowered 7/7 (3 cache hits, 1 failed) in 12.3 s`."""
+        extra = [f"{self.cached} cache hit{'s' if self.cached != 1 else ''}"]
+        if self.failed:
+            extra.append(f"{self.failed} failed")
+        return (f"lowered {self.done}/{self.total} ({', '.join(extra)}) in "
+                f"{time.monotonic() - self._start:.1f} s")
 
 
 def format_record(record: dict[str, Any], done: int, total: int) -> str:
@@ -46,12 +81,21 @@ def format_record(record: dict[str, Any], done: int, total: int) -> str:
 
 
 class PlainProgress:
-    """One line per finished case on `stream`, flushed at once (CI logs)."""
+    """One line per finished case on `stream`, flushed at once (CI logs), and one line when
+    the lowering is done."""
 
     def __init__(self, total: int, stream: TextIO) -> None:
         self.total = total
         self.done = 0
         self.stream = stream
+        self.lowering = LoweringCount(total)
+
+    def on_lowered(self, lowering: Any) -> None:
+        """Count it; after the last one, write the lowering line."""
+        self.lowering.add(lowering)
+        if self.lowering.finished:
+            self.stream.write(self.lowering.summary() + "\n")
+            self.stream.flush()
 
     def on_record(self, record: dict[str, Any]) -> None:
         """Write the case's line."""
@@ -64,23 +108,35 @@ class PlainProgress:
 
 
 class RichProgress:
-    """A progress bar at the bottom of the terminal, a coloured line per case above it."""
+    """Two bars at the bottom of the terminal (lowering, cases on the boards), a coloured
+    line per case above them."""
 
     def __init__(self, total: int, console: Console) -> None:
         self.total = total
         self.done = 0
         self.progress = Progress(
-            TextColumn("cases"),
+            TextColumn("{task.description:<7}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[failed]} failed"),
+            TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
             console=console,
             transient=True,
         )
         self.failed = 0
-        self.task = self.progress.add_task("cases", total=total, failed=0)
+        self.lowering = LoweringCount(total)
+        self.lower_task = self.progress.add_task("lowered", total=total, note="0 cache hits")
+        self.task = self.progress.add_task("cases", total=total, note="0 failed")
         self.progress.start()
+
+    def on_lowered(self, lowering: Any) -> None:
+        """Advance the lowering bar; when it is full, leave its summary line above."""
+        self.lowering.add(lowering)
+        note = f"{self.lowering.cached} cache hits" + (
+            f", {self.lowering.failed} failed" if self.lowering.failed else "")
+        self.progress.update(self.lower_task, advance=1, note=note)
+        if self.lowering.finished:
+            self.progress.console.print(Text(self.lowering.summary(), style="dim"))
 
     def on_record(self, record: dict[str, Any]) -> None:
         """Print the case's line above the bar and advance it."""
@@ -89,7 +145,7 @@ class RichProgress:
         self.failed += int(verdict.is_failure or verdict.is_error)
         line = format_record(record, self.done, self.total)
         self.progress.console.print(Text(line, style=verdict_style(verdict)))
-        self.progress.update(self.task, advance=1, failed=self.failed)
+        self.progress.update(self.task, advance=1, note=f"{self.failed} failed")
 
     def close(self) -> None:
         """Remove the bar (the per-case lines stay)."""

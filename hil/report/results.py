@@ -19,10 +19,16 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 1
+VERSION = 2
+"""The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
+cases carry `memory` and `board_state` (docs/results-json.md)."""
+READABLE_VERSIONS = (1, 2)
+"""Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
-FINAL_STATUSES = ("complete", "interrupted")
+FINAL_STATUSES = ("complete", "interrupted", "refused")
+"""How a run ended: every case ran; SIGINT/SIGTERM; or refused before lowering (bad usage,
+e.g. a flow some board's runner cannot execute: exit 3)."""
 VIRTUAL_NOTE = "VIRTUAL: ExecuTorch host runtime, no NPU"
 
 _CONTROL = re.compile(
@@ -87,22 +93,26 @@ def sanitise(value: Any) -> Any:
     return value
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
     """Replace `path` by `text` (UTF-8) so that a reader sees the old or the new file, whole:
-    a temporary file in the same folder, fsync, `os.replace`, fsync of the folder."""
+    a temporary file in the same folder, `os.replace`. `durable`: fsync the file before and
+    the folder after, so that it survives a power cut too; a run's rewrites after each case
+    skip that (about 10 ms per file here, twice per case: `scripts/bench.py`), since the
+    rename alone survives the process being killed, and the run's last writes are durable."""
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
             stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                stream.flush()
+                os.fsync(stream.fileno())
         tmp.chmod(0o644)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if os.name == "posix":
+    if durable and os.name == "posix":
         folder = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(folder)
@@ -194,13 +204,14 @@ class ResultsWriter:
         run["finished"] = None
         self._run: dict[str, Any] = run
         self._cases: list[dict[str, Any]] = []
+        self._text = ""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._write(self._run, self._cases)
 
     @property
     def document(self) -> dict[str, Any]:
         """The document as last written (a fresh copy)."""
-        return json.loads(_serialise(self._run, self._cases))
+        return json.loads(self._text)
 
     def add(self, case: dict[str, Any]) -> None:
         """Append a finished case (a valid verdict is required) and rewrite the file. On an
@@ -220,11 +231,13 @@ class ResultsWriter:
         if status not in FINAL_STATUSES:
             raise ValueError(f"run status must be one of {FINAL_STATUSES}, not {status!r}")
         run = {**self._run, "status": status, "finished": utc_now()}
-        self._write(run, self._cases)
+        self._write(run, self._cases, durable=True)
         self._run = run
 
-    def _write(self, run: dict[str, Any], cases: list[dict[str, Any]]) -> None:
-        atomic_write_text(self.path, _serialise(run, cases))
+    def _write(self, run: dict[str, Any], cases: list[dict[str, Any]], durable: bool = False) -> None:
+        text = _serialise(run, cases)
+        atomic_write_text(self.path, text, durable)
+        self._text = text
 
 
 def save_results(document: dict[str, Any], path: Path) -> None:
@@ -255,8 +268,9 @@ def load_results(path: Path) -> dict[str, Any]:
     if document.get("schema") != SCHEMA:
         raise UsageError(f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}")
     version = document.get("version")
-    if isinstance(version, bool) or version != VERSION:
-        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {VERSION}")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {readable}")
     if not isinstance(document.get("run"), dict):
         raise UsageError(f"{path}: field 'run' is missing or not an object")
     cases = document.get("cases")

@@ -2,6 +2,9 @@
 
 Prints one line to stdout once it listens:
 `hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
+and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
+runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
+that line too, so that the warm-up is charged to the board's start, not to its first case.
 Everything else goes to stderr through `logging`.
 """
 
@@ -16,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from hil.errors import InfraError, UsageError
+from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, PROFILES
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
@@ -25,6 +29,7 @@ from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 log = logging.getLogger(__name__)
 
 READY_PREFIX = "hil-virtual-board ready "
+WARM_LINE = "hil-virtual-board warm"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`echo 'fault SPEC' > ROOT/run/control`",
     )
     parser.add_argument(
+        "--runner-profile", default=DEFAULT_VIRTUAL_PROFILE, metavar="|".join(PROFILES),
+        help="the runner binary the board imitates: upstream (ENN + portable kernels, what "
+        "backends/samsung/build.sh builds) refuses XNNPACK programs and quantized kernels; "
+        f"hil runs the host flows too (default: {DEFAULT_VIRTUAL_PROFILE})",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -83,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
-    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib)
+    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
+                    runner_profile=args.runner_profile)
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -120,14 +132,24 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f"{console} (VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
+        f"{console} runner_profile={device.runner_profile.name} "
+        "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
+    board.when_warm(_announce_warm)
     try:
         await stop.wait()
         log.info("stopping")
     finally:
         await board.stop()
+
+
+def _announce_warm() -> None:
+    try:
+        sys.stdout.write(WARM_LINE + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # nobody reads any more (the launcher stops after the ready line unless asked)
 
 
 def main(argv: list[str] | None = None) -> int:

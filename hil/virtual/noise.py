@@ -1,8 +1,8 @@
 """The `noise` fault's perturbation: what a wrong kernel does to a runner's outputs.
 
 Each floating-point output gets independent Gaussian noise whose standard deviation is
-`fault.rel` times that output's own standard deviation (over all its elements), from a
-generator seeded with `fault.seed` and the output's index, so a run is reproducible. An
+`rel` times that output's own standard deviation (over all its elements), from a
+generator seeded with the fault's `seed` and the output's index, so a run is reproducible. An
 output with no spread (constant) and non-float outputs (indices, masks) are left as they
 are: noise on an index is not a rounding error but a different answer.
 
@@ -14,26 +14,19 @@ a mis-rounded accumulator) leaves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import torch
 
-from hil.virtual.faults import Fault
+def add_noise(value: Any, index: int, rel: float, seed: int) -> Any:
+    """Output `index` (`value`) with noise of `rel` x its standard deviation added when it is
+    a floating-point tensor with spread; anything else unchanged (the same object)."""
+    import torch
 
-
-def add_noise(outputs: Sequence[Any], fault: Fault) -> list[Any]:
-    """`outputs` with the fault's noise added to every floating-point tensor among them."""
-    noisy = []
-    for index, value in enumerate(outputs):
-        if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point or value.numel() < 2:
-            noisy.append(value)
-            continue
-        spread = float(value.double().std())
-        if spread == 0.0:
-            noisy.append(value)
-            continue
-        generator = torch.Generator().manual_seed(fault.seed * 1_000_003 + index)
-        noise = torch.randn(value.shape, generator=generator, dtype=torch.float64) * (fault.rel * spread)
-        noisy.append((value.double() + noise).to(value.dtype))
-    return noisy
+    if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point or value.numel() < 2:
+        return value
+    spread = float(value.double().std())
+    if spread == 0.0:
+        return value
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+    noise = torch.randn(value.shape, generator=generator, dtype=torch.float64) * (rel * spread)
+    return (value.double() + noise).to(value.dtype)

@@ -24,9 +24,8 @@ import logging
 import os
 import signal
 import socket
-import struct
-from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
@@ -36,6 +35,8 @@ from hil.virtual.device import Device, wrong_chipset
 from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
 from hil.virtual.link import Link
 from hil.virtual.protocol import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
+from hil.virtual.shell import parse_shell, serve_shell
+from hil.virtual.stream import Service, Stream, StreamClosed
 from hil.virtual.sync import serve_sync
 
 log = logging.getLogger(__name__)
@@ -53,87 +54,12 @@ AUTH_TOKEN, AUTH_SIGNATURE = 1, 2
 FAULT_ACTION_TIMEOUT = 10.0
 """Seconds a thread waits for the board's event loop to apply a fault."""
 
-SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
-_SHELL_PACKET = struct.Struct("<BI")
-
-
-class StreamClosed(Exception):
-    """The host closed the stream (or the transport) while a service was writing."""
 
 
 class _Executor(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
-
-
-class Stream:
-    """One adb stream: flow-controlled writes, acknowledged reads."""
-
-    def __init__(self, transport: Transport, local_id: int, remote_id: int) -> None:
-        self.transport = transport
-        self.local_id = local_id
-        self.remote_id = remote_id
-        self.closed = False
-        self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
-        self._buffer = bytearray()
-        self._can_write = asyncio.Event()
-        self._can_write.set()
-        self._write_lock = asyncio.Lock()
-
-    @property
-    def maxdata(self) -> int:
-        """The largest WRTE payload both sides accept."""
-        return self.transport.maxdata
-
-    def on_okay(self) -> None:
-        self._can_write.set()
-
-    def on_write(self, data: bytes) -> None:
-        self._inbox.put_nowait(data)
-
-    def on_close(self) -> None:
-        self.closed = True
-        self._can_write.set()
-
-    async def recv(self) -> bytes:
-        """The next WRTE payload from the host, acknowledged once taken."""
-        data = await self._inbox.get()
-        await self.transport.send(Message(A_OKAY, self.local_id, self.remote_id))
-        return data
-
-    async def readexactly(self, size: int) -> bytes:
-        """Exactly `size` bytes of the host's data, across WRTE boundaries."""
-        while len(self._buffer) < size:
-            self._buffer += await self.recv()
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
-
-    async def write(self, data: bytes) -> None:
-        """Send `data` in WRTEs of at most maxdata bytes, each after the host's OKAY."""
-        async with self._write_lock:
-            for offset in range(0, len(data), self.maxdata):
-                await self._can_write.wait()
-                if self.closed:
-                    raise StreamClosed
-                self._can_write.clear()
-                chunk = data[offset : offset + self.maxdata]
-                await self.transport.send(Message(A_WRTE, self.local_id, self.remote_id, chunk))
-
-    async def write_records(self, records: Iterable[bytes]) -> None:
-        """Send records packed into as few WRTEs as possible, never splitting a record
-        that fits in one (adbutils reads sync replies with bare `recv`)."""
-        batch = bytearray()
-        for record in records:
-            if batch and len(batch) + len(record) > self.maxdata:
-                await self.write(bytes(batch))
-                batch.clear()
-            batch += record
-        if batch:
-            await self.write(bytes(batch))
-
-
-Service = Callable[[Stream], Awaitable[None]]
+    def wait_warm(self, timeout: float | None = None) -> bool: ...
 
 
 class Transport:
@@ -288,24 +214,6 @@ class Transport:
         self._tasks.clear()
 
 
-def _parse_shell(name: str) -> tuple[bool, dict[str, str], str | None] | None:
-    """(v2, env, command) of a `shell[,ARG...]:COMMAND` service; None if not a shell."""
-    head, sep, command = name.partition(":")
-    args = head.split(",")
-    if not sep or args[0] != "shell":
-        return None
-    env = {}
-    for arg in args[1:]:
-        if arg.startswith("TERM="):
-            env["TERM"] = arg.removeprefix("TERM=")
-    return "v2" in args[1:], env, command or None
-
-
-def exit_status(returncode: int) -> int:
-    """A shell's exit status: the code, or 128+N for a process killed by signal N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 class VirtualBoard:
     """The board process: listener, transports, services, reboots and the executor."""
 
@@ -335,6 +243,9 @@ class VirtualBoard:
         self._thawed.set()
         self._powered = True
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._cooling: set[int] = set()
+        """`hot` faults (by id) whose end is scheduled."""
+        self._ready = False
 
     async def start(self) -> None:
         """Prepare the device, start the executor and listen; the board is booted."""
@@ -365,6 +276,29 @@ class VirtualBoard:
             self._executor.stop()
             self._executor = None
 
+    def when_warm(self, callback: Callable[[], None]) -> None:
+        """Call `callback` in the event loop once the executor has imported the host runtime
+        (a board's own start-up: the first case must not pay for it); a `hot` fault's time
+        counts from then. Waits in a daemon thread, so that a stop is not held up."""
+        loop = asyncio.get_running_loop()
+        executor = self._executor
+
+        def warm() -> None:
+            self._ready = True
+            self._apply_heat()
+            callback()
+
+        def wait() -> None:
+            assert executor is not None
+            executor.wait_warm()
+            with contextlib.suppress(RuntimeError):  # the loop closed: the board stopped
+                loop.call_soon_threadsafe(warm)
+
+        if executor is None:
+            warm()
+        else:
+            threading.Thread(target=wait, name="hil-board-warm", daemon=True).start()
+
     def _start_executor(self) -> _Executor | None:
         try:
             from hil.virtual.executor import WarmExecutor
@@ -374,7 +308,7 @@ class VirtualBoard:
             return None
         executor = WarmExecutor(
             self.device.fs, self.device.executor_socket, vendor_lib=self.device.vendor_lib,
-            hooks=self,
+            hooks=self, profile=self.device.runner_profile,
         )
         executor.start()
         return executor
@@ -433,8 +367,24 @@ class VirtualBoard:
         self._apply_state_faults()
 
     def _apply_state_faults(self) -> None:
+        self.device.readonly_data = self.faults.state("readonly-data") is not None
         wrong = self.faults.state("wrong-chipset") is not None
         self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
+        self._apply_heat()
+
+    def _apply_heat(self) -> None:
+        """The `hot` fault: the sysfs thermal files at its temperature until its time is up."""
+        hot = self.faults.state("hot")
+        self.device.set_heat(hot.temp if hot is not None else None)
+        if hot is not None and hot.seconds > 0 and id(hot) not in self._cooling and self._ready:
+            self._cooling.add(id(hot))
+            asyncio.get_running_loop().call_later(hot.seconds, self._cool_down, hot)
+
+    def _cool_down(self, hot: Fault) -> None:
+        self._cooling.discard(id(hot))
+        self.faults.remove(hot)
+        log.info("fault hot: %g s are up, the board cools down", hot.seconds)
+        self._apply_heat()
 
     # -- executor hooks (called from the executor's threads) ------------------------------
     def runner_started(self, pid: int | None, cwd: str) -> list[Fault]:
@@ -442,8 +392,9 @@ class VirtualBoard:
         self.device.log(f"enn_executor_runner pid {pid}: start in {cwd}", tag="enn")
         if self.console is not None:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
+        slow = self.faults.state("slow", on="exec")
         try:
-            return self.fire_threadsafe("exec")
+            return self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []
@@ -587,13 +538,13 @@ class VirtualBoard:
 
     def service(self, name: str) -> Service | None:
         """The handler of an OPEN's service name, or None to refuse it."""
-        shell = _parse_shell(name)
+        shell = parse_shell(name)
         if shell is not None:
             v2, env, command = shell
-            return lambda stream: self._shell(stream, command, env, v2)
+            return lambda stream: serve_shell(self.device, stream, command, env, v2)
         if name.startswith("exec:"):
             command = name.removeprefix("exec:")
-            return lambda stream: self._shell(stream, command, {}, False)
+            return lambda stream: serve_shell(self.device, stream, command, {}, False)
         if name == "sync:":
             return lambda stream: serve_sync(stream, self.device)
         if name.startswith("reboot:"):
@@ -603,82 +554,3 @@ class VirtualBoard:
     async def _reboot_service(self, stream: Stream, target: str) -> None:
         self.request_reboot(f"adb reboot {target}".strip())
         await asyncio.Future()  # the reboot drops the transport and cancels this
-
-    async def _shell(
-        self, stream: Stream, command: str | None, env: dict[str, str], v2: bool
-    ) -> None:
-        """Run a command in the sandbox and stream its output: shell v2 packets
-        (stdout, stderr, exit) or, for v1 and exec, raw merged output."""
-        proc = await self.device.spawn(command, env, merge_stderr=not v2)
-        assert proc.stdin is not None and proc.stdout is not None
-        pumps = [asyncio.create_task(_pump_out(stream, proc.stdout, SHELL_STDOUT if v2 else None))]
-        if v2:
-            assert proc.stderr is not None
-            pumps.append(asyncio.create_task(_pump_out(stream, proc.stderr, SHELL_STDERR)))
-        feeder = asyncio.create_task(_pump_in(stream, proc.stdin, v2))
-        finished = False
-        try:
-            await asyncio.gather(*pumps)
-            status = exit_status(await proc.wait())
-            if v2:
-                await stream.write(_SHELL_PACKET.pack(SHELL_EXIT, 1) + bytes([status & 0xFF]))
-            finished = True
-        finally:
-            for task in [*pumps, feeder]:
-                task.cancel()
-            await asyncio.gather(*pumps, feeder, return_exceptions=True)
-            if not finished:
-                kill_tree(proc.pid)
-                await proc.wait()
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a command and every process below it: a dropped shell takes its children
-    with it, including those in process groups of their own (`timeout` makes one)."""
-    found, pending = [], [pid]
-    while pending:
-        parent = pending.pop()
-        for listing in Path(f"/proc/{parent}/task").glob("*/children"):
-            try:
-                children = [int(child) for child in listing.read_text().split()]
-            except OSError:
-                continue
-            found += children
-            pending += children
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    for child in found:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
-
-
-async def _pump_out(stream: Stream, reader: asyncio.StreamReader, packet_id: int | None) -> None:
-    """Forward a command's output as it comes, as shell v2 packets when `packet_id`."""
-    size = stream.maxdata - (_SHELL_PACKET.size if packet_id is not None else 0)
-    while data := await reader.read(size):
-        if packet_id is not None:
-            data = _SHELL_PACKET.pack(packet_id, len(data)) + data
-        await stream.write(data)
-
-
-async def _pump_in(stream: Stream, stdin: asyncio.StreamWriter, v2: bool) -> None:
-    """Feed the host's data to the command's stdin (shell v2: stdin and close-stdin
-    packets; v1: the raw stream)."""
-    while True:
-        if v2:
-            packet_id, size = _SHELL_PACKET.unpack(await stream.readexactly(_SHELL_PACKET.size))
-            data = await stream.readexactly(size)
-            if packet_id == SHELL_CLOSE_STDIN:
-                stdin.close()
-                continue
-            if packet_id != SHELL_STDIN:
-                continue
-        else:
-            data = await stream.recv()
-        if stdin.is_closing():
-            continue
-        try:
-            stdin.write(data)
-            await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            stdin.close()

@@ -17,12 +17,9 @@ import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hil.virtual.device import Device
-
-if TYPE_CHECKING:
-    from hil.virtual.server import Stream
+from hil.virtual.stream import Stream
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hil import container
+from hil.board.lease import lease_dir
 from hil.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,20 +107,34 @@ def spec(args, **kw) -> container.RunSpec:
     return container.RunSpec(image="img:1", args=tuple(args), workspace=Path("/ws"), **kw)
 
 
-def test_host_adb_access_shares_the_host_network_and_its_adb_server():
+def test_host_adb_access_shares_the_host_network_and_its_adb_server(monkeypatch):
+    monkeypatch.delenv("ANDROID_ADB_SERVER_HOST", raising=False)
+    monkeypatch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
     argv = container.run_argv(spec(["run", "--board", "R3CX1"]))
     assert argv[:3] == ["docker", "run", "--rm"]
     assert ["--network", "host"] == argv[argv.index("--network"):argv.index("--network") + 2]
-    assert "ANDROID_ADB_SERVER_PORT" in argv
+    # no server named on the host: the host's own, 5037 (hil is then a client of it)
+    assert "ANDROID_ADB_SERVER_PORT=5037" in argv
+    assert "ANDROID_ADB_SERVER_PORT" not in argv and "ANDROID_ADB_SERVER_HOST" not in argv
     assert "seccomp=unconfined" not in argv  # real boards: no sandbox options
     assert argv[-4:] == ["img:1", "run", "--board", "R3CX1"]
     assert "-v" in argv and "/ws:/workspace:rw" in argv
+    # the host's leases: one owner per board across containers and the host
+    assert f"{lease_dir()}:/tmp/exynos-hil-leases:rw" in argv
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "5038")  # the host names one: by name
+    named = container.run_argv(spec(["run", "--board", "R3CX1"]))
+    assert "ANDROID_ADB_SERVER_PORT" in named and "ANDROID_ADB_SERVER_PORT=5037" not in named
+    assert "5038" not in " ".join(named)
+    none = container.run_argv(spec(["run"], access="none"))
+    assert not any(a.startswith(("ANDROID_ADB", "/tmp/exynos-hil-leases")) for a in none)
 
 
 def test_usb_access_binds_the_bus_with_a_cgroup_rule_not_device_nodes():
     argv = container.run_argv(spec(["run", "--inventory", "lab.yaml"], access="usb"))
     assert "--device-cgroup-rule" in argv and "c 189:* rmw" in argv
     assert "/dev/bus/usb:/dev/bus/usb:rw" in argv
+    assert "HIL_ADB_SERVER=own" in argv  # hil's server in the container owns the USB boards
+    assert f"{lease_dir()}:/tmp/exynos-hil-leases:rw" in argv
     assert "--device" not in argv and "--network" not in argv
 
 

@@ -58,9 +58,10 @@ def run_in_process(
     inventory: Path,
     out: Path,
     on_record: Callable[[Run, dict[str, Any]], None] | None = None,
+    flow: str = "portable",
     **options: Any,
 ) -> tuple[Run, dict[str, Any]]:
-    """`hil run --inventory INVENTORY --suite tiny.yaml --flow portable` in this process
+    """`hil run --inventory INVENTORY --suite tiny.yaml --flow FLOW` in this process
     (torch stays imported, artifacts come from the session's cache); `on_record(run,
     record)` is called after each finished case."""
     cases = tuple(load_suite(str(TINY)))
@@ -69,7 +70,7 @@ def run_in_process(
     }
     settings.update(options)
     run_options = RunOptions(
-        cases=cases, boards=(), flow="portable", flow_reason="test", chipset="E9955",
+        cases=cases, boards=(), flow=flow, chipset="E9955",
         out_dir=out, results_path=out / "results.json", junit_path=out / "junit.xml",
         cache_dir=default_cache_dir(), jobs=1, inventory=tuple(load_inventory(inventory)),
         **settings,

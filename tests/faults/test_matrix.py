@@ -4,7 +4,8 @@ possible, and no result lost. The table is printed at the end of the pytest sess
 
 Board A takes the faults; it has a console (pty) and a power switch (its control FIFO, as an
 inventory power command). Board B is healthy; in two-board rows it is slowed down (a `slow`
-fault) so that A is sure to get work first."""
+fault) so that A is sure to get work first. Board U imitates upstream's runner (profile
+`upstream`) while the inventory claims the full one: it must refuse what the real one would."""
 
 from __future__ import annotations
 
@@ -60,6 +61,12 @@ class Row:
     deadline_s: float = 4.0
     """The runner deadline (`--timeout`)."""
     retries: int = 1
+    after_first: tuple[str, ...] = ()
+    """Control requests for board A once the first case has finished (a fault that would
+    stop the board from coming up if set before)."""
+    upstream_board: bool = False
+    """Run on board U (runner profile upstream, declared `hil` in the inventory)."""
+    flow: str = "portable"
 
 
 ONE_INFRA = {"ERROR_INFRA→PASS": 1}
@@ -72,16 +79,29 @@ ROWS = [
         r"pull failed"),
     Row("freeze (stops answering)", ("fault freeze,on=exec",), ONE_INFRA, "power-cycle",
         rf"did not answer for {IDLE_S:g} s", deadline_s=60.0),
-    Row("runner SIGSEGV", ("fault crash,signal=SEGV",), {"FAIL_RUN": 1}, message=r"SIGSEGV \(exit 139\)"),
-    Row("runner SIGABRT", ("fault crash,signal=ABRT",), {"FAIL_RUN": 1}, message=r"SIGABRT \(exit 134\)"),
+    Row("runner SIGSEGV", ("fault crash,signal=SEGV",), {"FAIL_RUN": 1},
+        message=r"runner failed executing \(SIGSEGV, exit 139\)"),
+    Row("runner SIGABRT", ("fault crash,signal=ABRT",), {"FAIL_RUN": 1},
+        message=r"runner failed executing \(SIGABRT, exit 134\)"),
     Row("runner hang", ("fault hang",), {"FAIL_RUN": 1}, message=r"^TIMEOUT"),
     Row("truncated output file", ("fault truncate-output",), {"FAIL_RUN": 1},
         message=r"output 0: output_0\.bin: \d+ bytes, expected \d+"),
     Row("missing output file", ("fault missing-output",), {"FAIL_RUN": 1},
         message=r"wrote no output_0\.bin"),
+    Row("wrong numbers on every program", ("fault miscompute",), {"FAIL_MISMATCH": 3},
+        message=r"^output 0: max abs error .* exceeds tolerance"),
     Row("wrong chipset", ("fault wrong-chipset",), {}, "refused", two_boards=True),
     Row("storage full on push", ("fault storage-full,path=*.pte",), ONE_INFRA, "reconnect",
         r"No space left on device"),
+    Row("storage full at the output folder", ("fault storage-full,on=exec",), ONE_INFRA, "reconnect",
+        r"could not write the runner's outputs .*Directory or have no visit permission: \S+/out$"),
+    Row("read-only data partition", (), {"ERROR_INFRA": 2}, "quarantined",
+        r"the run shell's setup in /data/local/tmp/hil/\S+ failed \(exit \d+\): .*Read-only file system",
+        after_first=("fault readonly-data",), retries=0),
+    Row("program the runner profile cannot load", (), {"FAIL_LOAD": 3}, "not needed",
+        r"^runner could not load the program \(SIGABRT, exit 134\): Loading of method forward failed "
+        r"with status 0x20 \(NotFound\): Backend XnnpackBackend is not registered\.$",
+        upstream_board=True, flow="xnnpack"),
     Row("reboot mid-case", ("fault reboot,on=exec",), ONE_INFRA, "reconnect"),
     Row("authentication refused", ("fault auth-refused",), {}, "refused", two_boards=True),
     Row("slow link", ("fault slow,delay=0.01",), {}),
@@ -99,15 +119,16 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def boards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Boards A and B, started once for the matrix and warm."""
+    """Boards A, B and U, started once for the matrix and warm."""
     root = tmp_path_factory.mktemp("matrix")
     console = root / "a.tty"
     with start_virtual_board(root / "a", "E9955", "matrix-a",
                              ["--console", str(console), "--reboot-seconds", "0.3"]) as a, \
-         start_virtual_board(root / "b", "E9955", "matrix-b", ["--reboot-seconds", "0.3"]) as b:
-        wait_until_warm(a)
-        wait_until_warm(b)
-        yield {"a": a, "b": b, "console": console, "root": root}
+         start_virtual_board(root / "b", "E9955", "matrix-b", ["--reboot-seconds", "0.3"]) as b, \
+         start_virtual_board(root / "u", "E9955", "matrix-u", ["--runner-profile", "upstream"]) as u:
+        for board in (a, b, u):
+            wait_until_warm(board)
+        yield {"a": a, "b": b, "u": u, "console": console, "root": root}
 
 
 def _healthy(server: AdbServer, board: VirtualBoardProcess) -> bool:
@@ -144,6 +165,8 @@ def _recovered(run_doc: dict[str, Any]) -> str:
 def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path) -> None:
     a, b = boards["a"], boards["b"]
     entries = [board_entry("a", a, boards["console"], power=True)]
+    if row.upstream_board:
+        entries = [{**board_entry("a", boards["u"]), "runner_profile": "hil"}]
     if row.two_boards:
         entries.append(board_entry("b", b))
         b.control("fault slow,delay=0.05")
@@ -151,16 +174,21 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
     for line in row.on_a:
         a.control(line)
     killed: list[int] = []
+    armed: list[str] = []
 
-    def kill_adb_server(run: Any, record: dict[str, Any]) -> None:
+    def after_record(run: Any, record: dict[str, Any]) -> None:
         if row.kill_adb_server and not killed:
-            killed.append(run.keeper.server.pid)
-            os.kill(run.keeper.server.pid, signal.SIGKILL)
+            killed.append(run.servers.private.pid)
+            os.kill(run.servers.private.pid, signal.SIGKILL)
+        if row.after_first and not armed:
+            armed.append(record["id"])
+            for line in row.after_first:
+                a.control(line)
 
     try:
-        run, doc = run_in_process(inventory, tmp_path / "out", on_record=kill_adb_server,
+        run, doc = run_in_process(inventory, tmp_path / "out", on_record=after_record,
                                   timeout_s=row.deadline_s, idle_timeout_s=IDLE_S,
-                                  retries=row.retries)
+                                  retries=row.retries, flow=row.flow)
     finally:
         _restore(adb_server, boards)
 
@@ -183,7 +211,7 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
     if not row.expected and row.recovery == "refused":
         assert {c["board"] for c in cases} == {"b"}
     if row.kill_adb_server:
-        assert run.keeper.restarts == 1
+        assert run.servers.keeper_for(run.servers.private).restarts == 1
     if row.two_boards and row.recovery == "power-cycle":
         retried = next(c for c in cases if c["earlier_attempts"])
         assert retried["earlier_attempts"][0]["board"] == "a" and retried["board"] == "b"

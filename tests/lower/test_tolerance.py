@@ -28,7 +28,8 @@ def _judge(tmp_path: Path, case: Case, error: float, flow: str = "xnnpack", scal
     artifact = Artifact(tmp_path, flow, (TensorMeta("float32", (4,)),), (TensorMeta("float32", (4,)),),
                         pte_bytes=1, delegated_calls=1, delegated_ops=delegated,
                         output_scales=(scale,) if scale is not None else ())
-    execution = Execution(0, "", "", False, (tmp_path / "output_0.bin",), {}, None)
+    execution = Execution(exit_code=0, stdout="", stderr="", timed_out=False, logs=(),
+                          outputs=(tmp_path / "output_0.bin",), timings_s={}, latency_ms=None)
     return judge(case, artifact, execution)
 
 

@@ -28,6 +28,7 @@ RUN: dict[str, Any] = {
             "chipset": "E9955",
             "virtual": True,
             "properties": {},
+            "runner_profile": {"name": "hil", "source": "virtual board", "description": "..."},
         }
     ],
 }

@@ -149,6 +149,7 @@ def test_suite_properties_timestamp_and_hostname(junit: Path) -> None:
     assert properties["board"] == "virtual-0"
     assert properties["board.virtual"] == "true"
     assert properties["board.chipset"] == "E9955"
+    assert properties["board.runner_profile"] == "hil"
     assert (properties["hil"], properties["torch"], properties["executorch"]) == (
         "0.1.0",
         "2.14.1",

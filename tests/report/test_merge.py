@@ -63,6 +63,23 @@ def test_merging_shards_restores_the_whole_run(tmp_path: Path) -> None:
     assert sum(s.tests for s in xml) == 7 and sum(s.errors for s in xml) == 2
 
 
+def test_usable_boards_of_a_merge_counts_distinct_boards(tmp_path: Path) -> None:
+    """One shard per board, one board that never came up: 2 usable, not the first's 1."""
+    paths = _shards(tmp_path)
+    boards = [[{"name": "a"}], [{"name": "b"}, {"name": "c", "error": "preflight: ..."}],
+              [{"name": "a"}]]
+    for path, board_list in zip(paths, boards, strict=True):
+        document = load_results(path)
+        document["run"].update(boards=board_list,
+                               usable_boards=sum("error" not in b for b in board_list))
+        save_results(document, path)
+    out = tmp_path / "merged.json"
+    main(["merge", *map(str, paths), "--out", str(out)])
+    assert load_results(out)["run"]["usable_boards"] == 2
+    main(["merge", *map(str, _shards(tmp_path / "old")), "--out", str(out)])  # older files
+    assert load_results(out)["run"]["usable_boards"] is None
+
+
 def test_a_missing_or_unfinished_shard_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first, second, _ = _shards(tmp_path)
     document = load_results(second)

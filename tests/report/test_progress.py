@@ -6,12 +6,13 @@ from __future__ import annotations
 import io
 import os
 import select
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from hil.latency import latency_stats
 from hil.report.progress import PlainProgress, RichProgress, format_record, make_progress
-from hil.report.stats import latency_stats
 
 from . import CASES, case
 
@@ -34,6 +35,15 @@ def _drain(master: int) -> str:
         if not chunk:
             break
         data += chunk
+    return data.decode("utf-8", "replace")
+
+
+def _read_for(master: int, seconds: float) -> str:
+    data = b""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([master], [], [], left)[0]:
+            data += os.read(master, 65536)
     return data.decode("utf-8", "replace")
 
 
@@ -78,3 +88,47 @@ def test_terminal_gets_the_rich_bar_and_ci_gets_plain_lines_even_on_a_terminal(
     assert "2/2" in shown and "1 failed" in shown
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert isinstance(make_progress(2, stream), PlainProgress)
+
+
+class _Lowered:
+    """What Run hands to on_lowered (hil.lower.pool.Lowering): an artifact or not, cached."""
+
+    def __init__(self, cached: bool, failed: bool = False) -> None:
+        self.cached = cached
+        self.artifact = None if failed else object()
+
+
+def test_plain_progress_says_when_lowering_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    out = io.StringIO()
+    progress = make_progress(3, out)
+    progress.on_lowered(_Lowered(cached=True))
+    progress.on_record(CASES[0])
+    progress.on_lowered(_Lowered(cached=False, failed=True))
+    assert "lowered" not in out.getvalue()  # one line, at the end of the phase
+    progress.on_lowered(_Lowered(cached=True))
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[1/3] PASS")
+    assert lines[1].startswith("lowered 3/3 (2 cache hits, 1 failed) in ")
+
+
+def test_terminal_shows_the_lowering_phase_before_any_case(
+    pty_stream: tuple[io.TextIOWrapper, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream, master = pty_stream
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    progress = make_progress(2, stream)
+    progress.on_lowered(_Lowered(cached=True))
+    assert isinstance(progress, RichProgress)
+    progress.progress.refresh()
+    stream.flush()
+    shown = _read_for(master, 0.5)  # the live display keeps refreshing: read a while only
+    assert "lowered" in shown and "1/2" in shown and "1 cache hits" in shown
+    assert "cases" in shown and "0/2" in shown
+    progress.on_lowered(_Lowered(cached=False))
+    progress.on_record(CASES[0])
+    progress.close()
+    stream.flush()
+    assert "lowered 2/2 (1 cache hit) in " in _drain(master)

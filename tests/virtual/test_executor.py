@@ -1,4 +1,5 @@
-"""The virtual enn_executor_runner: a real ExecuTorch program run through the warm executor."""
+"""The warm executor and the runner front: runner execs through the unix socket, as the
+virtual board serves them (the runner's own contract is tests/virtual/test_runner.py)."""
 
 from __future__ import annotations
 
@@ -19,26 +20,15 @@ import numpy as np
 import pytest
 import torch
 
+from hil.runner.profiles import PROFILES
 from hil.virtual import runner_front
-from hil.virtual.executor import BANNER, RunnerResult, WarmExecutor, execute_request
+from hil.virtual.executor import WarmExecutor
+from hil.virtual.runner import BANNER
+
+from . import TwoInputs
 
 WORKDIR = "/data/local/tmp/t"
-TIMING_RE = re.compile(rb"^(\d+) inference took (\d+\.\d{6}) ms, avg (\d+\.\d{6}) ms$", re.M)
-
-
-class TwoInputs(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.relu(self.linear(x)) * y, x.sum()
-
-
-@dataclass(frozen=True)
-class Lowered:
-    pte: bytes
-    module: TwoInputs
+TIMING_RE = re.compile(rb"(\d+) inference took (\d+\.\d{6}) ms, avg (\d+\.\d{6}) ms$", re.M)
 
 
 @dataclass(frozen=True)
@@ -48,17 +38,12 @@ class Board:
     inputs: tuple[torch.Tensor, torch.Tensor]
     module: TwoInputs
 
-    def run(self, *argv: str, vendor_lib: bool = True) -> RunnerResult:
-        result = execute_request(list(argv), WORKDIR, fs_root=self.fs_root, vendor_lib=vendor_lib)
-        assert result.stderr.startswith(BANNER.encode() + b"\n")
-        return result
-
     def outputs(self) -> list[np.ndarray]:
         return [np.fromfile(self.workdir / "out" / f"output_{i}.bin", dtype=np.float32) for i in range(2)]
 
 
 @pytest.fixture(scope="module")
-def lowered() -> Lowered:
+def lowered() -> tuple[bytes, TwoInputs]:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
@@ -66,19 +51,19 @@ def lowered() -> Lowered:
     module = TwoInputs().eval()
     exported = torch.export.export(module, (torch.randn(2, 4), torch.randn(2, 3)))
     program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
-    return Lowered(program.buffer, module)
+    return program.buffer, module
 
 
 @pytest.fixture
-def board(tmp_path: Path, lowered: Lowered) -> Board:
+def board(tmp_path: Path, lowered: tuple[bytes, TwoInputs]) -> Board:
     fs_root = tmp_path / "root"
     workdir = fs_root / WORKDIR.lstrip("/")
     (workdir / "out").mkdir(parents=True)
-    (workdir / "model.pte").write_bytes(lowered.pte)
+    (workdir / "model.pte").write_bytes(lowered[0])
     inputs = (torch.randn(2, 4), torch.randn(2, 3))
     for i, tensor in enumerate(inputs):
         (workdir / f"input_{i}.bin").write_bytes(tensor.numpy().tobytes())
-    return Board(fs_root, workdir, inputs, lowered.module)
+    return Board(fs_root, workdir, inputs, lowered[1])
 
 
 def assert_outputs_match(board: Board, inputs: tuple[torch.Tensor, ...]) -> None:
@@ -86,141 +71,6 @@ def assert_outputs_match(board: Board, inputs: tuple[torch.Tensor, ...]) -> None
         expected = board.module(*inputs)
     for got, want in zip(board.outputs(), expected, strict=True):
         np.testing.assert_allclose(got, want.numpy().reshape(-1), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.slow
-def test_outputs_written_as_raw_bytes_match_eager_torch(board: Board) -> None:
-    result = board.run("--model", "model.pte", "--input", "input_0.bin input_1.bin", "--output_path=out")
-    assert (result.exit_code, result.signal, result.shell_status) == (0, None, 0)
-    assert_outputs_match(board, board.inputs)
-
-
-@pytest.mark.slow
-def test_without_input_flag_inputs_are_ones(board: Board) -> None:
-    result = board.run("--output_path", "/data/local/tmp/t/out")
-    assert result.exit_code == 0
-    assert_outputs_match(board, (torch.ones(2, 4), torch.ones(2, 3)))
-
-
-@pytest.mark.slow
-def test_nothing_written_without_output_path(board: Board) -> None:
-    assert board.run().exit_code == 0
-    assert list((board.workdir / "out").iterdir()) == []
-    assert not (board.workdir / "statistics.txt").exists()
-
-
-@pytest.mark.slow
-def test_timing_line_counts_timed_runs_and_avg_excludes_the_first(board: Board) -> None:
-    result = board.run("--num_executions=4", "--warm_up", "2")
-    match = TIMING_RE.search(result.stderr)
-    assert match, result.stderr
-    count, total, avg = int(match[1]), float(match[2]), float(match[3])
-    assert count == 4
-    assert 0 < avg <= total
-
-
-@pytest.mark.slow
-def test_single_execution_avg_is_that_run(board: Board) -> None:
-    match = TIMING_RE.search(board.run().stderr)
-    assert match and match[1] == b"1" and match[2] == match[3]
-
-
-@pytest.mark.slow
-def test_dump_statistics_writes_four_ms_lines_in_the_current_folder(board: Board) -> None:
-    result = board.run("--dump_statistics", "--num_executions", "3", "--output_path=out")
-    assert result.exit_code == 0
-    lines = (board.workdir / "statistics.txt").read_text().splitlines()
-    assert [line.split(": ")[0] for line in lines] == ["init", "load", "1st", "avg"]
-    assert all(re.fullmatch(r"\w+: \d+\.\d{6}", line) for line in lines), lines
-    assert not (board.workdir / "out" / "statistics.txt").exists()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("flag", "written"),
-    [
-        ("-dump_statistics", True),
-        ("--dump_statistics=true", True),
-        ("--dump_statistics=1", True),
-        ("--dump_statistics=false", False),
-        ("--nodump_statistics", False),
-    ],
-)
-def test_bool_flag_forms(board: Board, flag: str, written: bool) -> None:
-    assert board.run(flag).exit_code == 0
-    assert (board.workdir / "statistics.txt").exists() == written
-
-
-@pytest.mark.slow
-def test_wrong_input_count_aborts(board: Board) -> None:
-    result = board.run("--input", "input_0.bin")
-    assert (result.exit_code, result.signal, result.shell_status) == (None, signal.SIGABRT, 134)
-    assert b"assert failed" in result.stderr
-    assert b"Please check the number of given input binary files" in result.stderr
-
-
-@pytest.mark.slow
-def test_wrong_input_size_aborts(board: Board) -> None:
-    (board.workdir / "input_1.bin").write_bytes(b"\0" * 20)
-    result = board.run("--input", "input_0.bin input_1.bin")
-    assert result.signal == signal.SIGABRT
-    assert b"Given inputs size is invalid" in result.stderr
-
-
-@pytest.mark.slow
-def test_missing_input_file_aborts(board: Board) -> None:
-    assert board.run("--input", "input_0.bin nope.bin").signal == signal.SIGABRT
-
-
-@pytest.mark.slow
-def test_missing_output_folder_aborts(board: Board) -> None:
-    result = board.run("--output_path", "no_such_dir")
-    assert result.signal == signal.SIGABRT
-    assert b"no_such_dir" in result.stderr
-
-
-@pytest.mark.slow
-def test_corrupt_or_missing_program_exits_1(board: Board) -> None:
-    (board.workdir / "bad.pte").write_bytes(b"not a flatbuffer" * 8)
-    for model in ("bad.pte", "missing.pte"):
-        result = board.run(f"--model={model}")
-        assert (result.exit_code, result.signal) == (1, None)
-        assert f"Failed to parse model file {model}".encode() in result.stderr
-        assert str(board.fs_root).encode() not in result.stderr
-
-
-@pytest.mark.slow
-def test_paths_escaping_fs_root_are_missing_files(board: Board, tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "model.pte").write_bytes((board.workdir / "model.pte").read_bytes())
-    (outside / "input_1.bin").write_bytes((board.workdir / "input_1.bin").read_bytes())
-    (board.workdir / "evil.pte").symlink_to(outside / "model.pte")
-    (board.workdir / "evil_1.bin").symlink_to(outside / "input_1.bin")
-    (board.workdir / "evil_out").symlink_to(outside)
-
-    # ".." stops at the device root: this is fs_root/model.pte, which does not exist.
-    assert board.run("--model", "../../../../../../../model.pte").exit_code == 1
-    assert board.run("--model", "evil.pte").exit_code == 1
-    assert board.run("--input", "input_0.bin evil_1.bin").signal == signal.SIGABRT
-    assert board.run("--output_path", "evil_out").signal == signal.SIGABRT
-    assert not (outside / "output_0.bin").exists()
-
-
-def test_unknown_flag_and_extra_args_exit_1(tmp_path: Path) -> None:
-    result = execute_request(["--bogus=3"], "/", fs_root=tmp_path)
-    assert (result.exit_code, result.signal) == (1, None)
-    assert b"ERROR: unknown command line flag 'bogus'\n" in result.stderr
-    assert execute_request(["stray"], "/", fs_root=tmp_path).exit_code == 1
-    assert execute_request(["--num_executions=x"], "/", fs_root=tmp_path).exit_code == 1
-    assert execute_request(["--model"], "/", fs_root=tmp_path).exit_code == 1
-
-
-def test_without_vendor_library_segfaults_before_parsing_flags(tmp_path: Path) -> None:
-    for argv in (["--help"], ["--bogus"], []):
-        result = execute_request(argv, "/", fs_root=tmp_path, vendor_lib=False)
-        assert (result.exit_code, result.signal, result.shell_status) == (None, signal.SIGSEGV, 139)
-        assert result.stderr.startswith(BANNER.encode())
 
 
 # ----------------------------------------------------------------- through the front
@@ -253,6 +103,12 @@ def test_front_end_to_end_through_warm_executor(board: Board, socket_path: Path)
         assert ok.stderr.startswith(BANNER.encode()) and TIMING_RE.search(ok.stderr)
         assert_outputs_match(board, board.inputs)
         assert executor.wait_warm(0)
+
+        refused = WarmExecutor(board.fs_root, socket_path.with_name("u.sock"), profile=PROFILES["upstream"])
+        with refused:
+            load = run_front(socket_path.with_name("u.sock"), "--output_path", "out")
+        assert load.returncode == -signal.SIGABRT
+        assert b"Backend XnnpackBackend is not registered." in load.stderr
 
         aborted = run_front(socket_path, "--input", "input_0.bin")
         assert aborted.returncode == -signal.SIGABRT

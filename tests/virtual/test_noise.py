@@ -25,7 +25,7 @@ def test_noise_spec_fires_on_runner_execs() -> None:
 @pytest.mark.parametrize("rel", [0.01, 0.1, 1.0])
 def test_noise_has_rel_times_the_outputs_spread(rel: float) -> None:
     output = torch.randn(64, 1000, generator=torch.Generator().manual_seed(1)) * 5 + 3
-    (noisy,) = add_noise([output], Fault("noise", on="exec", rel=rel))
+    noisy = add_noise(output, 0, rel, 0)
     ratio = float((noisy - output).double().std() / output.double().std())
     assert ratio == pytest.approx(rel, rel=0.02)
     assert sqnr_db(output.numpy(), noisy.numpy()) == pytest.approx(
@@ -34,9 +34,8 @@ def test_noise_has_rel_times_the_outputs_spread(rel: float) -> None:
 
 def test_noise_is_seeded_and_spares_indices_and_constants() -> None:
     values, indices, constant = torch.randn(8, 8), torch.arange(8), torch.ones(4)
-    fault = Fault("noise", on="exec", rel=0.5, seed=3)
-    first, second = add_noise([values, indices, constant], fault), add_noise([values, indices, constant], fault)
-    assert torch.equal(first[0], second[0]) and not torch.equal(first[0], values)
-    assert first[1] is indices and first[2] is constant
-    other = add_noise([values], Fault("noise", on="exec", rel=0.5, seed=4))[0]
-    assert not torch.equal(other, first[0])
+    first, second = add_noise(values, 0, 0.5, 3), add_noise(values, 0, 0.5, 3)
+    assert torch.equal(first, second) and not torch.equal(first, values)
+    assert add_noise(indices, 1, 0.5, 3) is indices and add_noise(constant, 2, 0.5, 3) is constant
+    assert not torch.equal(add_noise(values, 0, 0.5, 4), first)
+    assert not torch.equal(add_noise(values, 1, 0.5, 3), first)

@@ -1,0 +1,103 @@
+"""A lab's adb server for the tests: Debian's real `adb` (or adbutils' bundled one when it
+is not installed), started by the test as `adb -P PORT nodaemon server` on a free port and
+stopped by its PID; boards are `adb connect`ed to it with the adb command line, as a lab
+does before hil ever runs. hil must only use it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from adbutils._utils import adb_path
+
+from hil.adbserver import LabAdbServer, _free_port
+
+
+class LabServer:
+    """`adb -P PORT nodaemon server`, owned by the test: `address`, `pid`, `adb(...)`,
+    `devices()`, `alive()`, `stop()`."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.adb_path = adb_path()
+        self.log = Path(tempfile.mkstemp(prefix="hil-test-lab-adb-", suffix=".log")[1])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANDROID_ADB_SERVER")}
+        env["ADB_MDNS"] = "0"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [self.adb_path, "-P", str(self.port), "nodaemon", "server"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 15
+        while not self.answers():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"lab adb server did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def answers(self) -> bool:
+        """True when the server answers `host:version`."""
+        try:
+            LabAdbServer(self.address, socket_timeout=5).client.server_version()
+        except Exception:  # noqa: BLE001 - any failure means no
+            return False
+        return True
+
+    def alive(self) -> bool:
+        """The same process still runs and answers."""
+        return self.process.poll() is None and self.answers()
+
+    def adb(self, *args: str, check: bool = True) -> str:
+        """The adb command line against this server (`adb -P PORT ARGS`); its output."""
+        done = subprocess.run([self.adb_path, "-P", str(self.port), *args], capture_output=True,
+                              text=True, timeout=30, check=check)
+        return done.stdout
+
+    def connect(self, address: str) -> None:
+        """`adb -P PORT connect ADDRESS`, as the lab does."""
+        out = self.adb("connect", address)
+        assert "connected to" in out, out
+
+    def devices(self) -> dict[str, str]:
+        """serial -> state, as the server lists them."""
+        return dict(LabAdbServer(self.address, socket_timeout=5).devices())
+
+    def stop(self) -> None:
+        """SIGTERM by PID, then SIGKILL."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.unlink(missing_ok=True)
+
+    def __enter__(self) -> LabServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def dead_server_address() -> str:
+    """`127.0.0.1:PORT` where no adb server listens."""
+    return f"127.0.0.1:{_free_port()}"
