@@ -418,7 +418,8 @@ def cmd_localize(args: argparse.Namespace) -> int:
         raise UsageError("--sqnr-floor: only with --against fp32")
     args.precision = args.precision or "fp32"
     code, records = _run_cases(args, lambda: ([_one_case(args)], (1, 1)), localize=True)
-    if code == EXIT_INTERRUPTED or not records or records[0]["verdict"] == "FAIL_MISMATCH":
+    if code == EXIT_INTERRUPTED or not records or "FAIL_MISMATCH" in (
+            records[0]["verdict"], records[0].get("actual_verdict")):
         return code
     from hil.report.results import case_key
     from hil.verdict import Verdict

@@ -100,8 +100,8 @@ class RunOptions:
     board_wait_s: float = 0.0
     """How long to wait for a board another run holds (its lease) before leaving it out."""
     localize: bool = False
-    """`--localize`: bisect every FAIL_MISMATCH case's graph on the board it failed on
-    (hil/localize) and add the `localization` block to its record."""
+    """`--localize`: bisect every FAIL_MISMATCH case's graph (a known failure's too) on the
+    board it failed on (hil/localize) and add the `localization` block to its record."""
 
 
 @dataclass
@@ -599,7 +599,9 @@ class Run:
             record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
-                if self.options.localize and record["verdict"] == Verdict.FAIL_MISMATCH.value:
+                # a known failure on numbers (XFAIL) is localized too: its cause is the point
+                failed_on = record.get("actual_verdict", record["verdict"])
+                if self.options.localize and failed_on == Verdict.FAIL_MISMATCH.value:
                     record["localization"] = self._localize(board, work, record["outputs"])
                 self._finish(record)
                 continue
