@@ -76,7 +76,8 @@ def rule(case: dict) -> str:
 
 def run_cases(args: argparse.Namespace, board: str, out: Path) -> list[dict]:
     command = [sys.executable, "-m", "hil", "run", "--board", board, "--out", str(out),
-               "--precision", "a8w8", "--cache-dir", args.cache_dir, "--timeout", "600"]
+               "--precision", "a8w8", "--cache-dir", args.cache_dir, "--timeout", "600",
+               "--iterations", "1", "--warmup", "0"]  # numbers, not latency
     for suite in args.suite:
         command += ["--suite", suite]
     for pattern in args.filter:
