@@ -90,8 +90,6 @@ ROWS = [
         message=r"wrote no output_0\.bin"),
     Row("wrong numbers on every program", ("fault miscompute",), {"FAIL_MISMATCH": 3},
         message=r"^output 0: max abs error .* exceeds tolerance"),
-    Row("noisy outputs (a broken kernel's error)", ("fault noise,rel=0.3,times=0",), {"FAIL_MISMATCH": 3},
-        message=r"^output 0: max abs error .* exceeds tolerance"),
     Row("wrong chipset", ("fault wrong-chipset",), {}, "refused", two_boards=True),
     Row("storage full on push", ("fault storage-full,path=*.pte",), ONE_INFRA, "reconnect",
         r"No space left on device"),
