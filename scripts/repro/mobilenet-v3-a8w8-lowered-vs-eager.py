@@ -8,7 +8,11 @@ Only the model is hil's (`hil.cases.models`: seeded random init, rescaled, head 
 quantization is ExecuTorch's own `quantize_module` path (EnnQuantizer A8W8, SDPA pass,
 prepare/convert, here `fold_quantize=True` as host flows need), the lowering is ExecuTorch's
 XNNPACK recipe (examples/xnnpack/aot_compiler.py) and the runtime is `executorch.runtime`.
-Not localized yet (a per-layer bisection is the next step): the divergence sits in feature
+No single op is to blame: `hil localize --suite models --filter mobilenet_v3 --precision a8w8
+--board virtual:1` (8 board runs) sees the lowered program's SQNR against the eager graph drift
+down block by block (83 dB after the first conv, 40.6 dB at features.5.block.0, 28.7 dB at
+features.6.block.0, 25.4 dB at features.6.block.1's conv, the first probe under the case's
+26 dB floor, 29.0 dB at features.7, 9.3 dB at the output). The divergence sits in feature
 directions of small variance, which the fitted head reads (with a head fitted at a high
 penalty, reading only the large directions, the same backbone stays within 7 steps).
 
