@@ -14,7 +14,7 @@ A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPE
 | `hang` | the runner never finishes (until it is killed) | |
 | `truncate-output` | the runner exits 0 but its output files are cut to half | |
 | `missing-output` | the runner exits 0 but writes no output file | |
-| `noise` | Gaussian noise of `rel` x each float output's std, every exec (`noise.py`) | `rel`, `seed` |
+| `noise` | Gaussian noise of `rel` x each float output's std on the outputs (`noise.py`) | `rel`, `seed` |
 | `storage-full` | a push (`on=push`) or the runner's output writes (`on=exec`) fail: ENOSPC | `on`, `path` |
 | `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
@@ -171,15 +171,6 @@ def parse_fault(spec: str) -> Fault:
         if not values["text"].isprintable():
             raise UsageError(f"--fault {spec!r}: text must be printable")
         fields["text"] = values["text"]
-    if kind == "noise":
-        try:
-            rel = float(values.get("rel", "nan"))
-        except ValueError:
-            rel = float("nan")
-        if not 0 < rel <= 100:
-            raise UsageError(f"--fault {spec!r}: rel={values.get('rel', '?')}: a multiple of the "
-                             "output's standard deviation in (0, 100] is required")
-        fields["rel"] = rel
     if "delay" in values:
         try:
             delay = float(values["delay"])
@@ -190,9 +181,8 @@ def parse_fault(spec: str) -> Fault:
         fields["delay"] = delay
     if kind == "miscompute":
         _miscompute_fields(spec, values, fields)
-    if kind == "noise":  # like miscompute: every exec unless `times` says otherwise
+    if kind == "noise":
         fields["rel"] = _noise_rel(spec, values)
-        fields["times"] = _integer(spec, "times", values["times"]) if "times" in values else 0
     fields.update(_latency_fault_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]
 
