@@ -230,7 +230,7 @@ class Run:
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.writer = ResultsWriter(options.results_path, self.meta)
         options.junit_path.parent.mkdir(parents=True, exist_ok=True)
-        write_junit(self.writer.document, options.junit_path)
+        write_junit(self.writer.current(), options.junit_path)
         self._lock = threading.Lock()
         self._queue: queue.Queue[_Work] = queue.Queue()
         self._pending = 0
@@ -253,20 +253,38 @@ class Run:
 
     # -- results ------------------------------------------------------------------------
     def _record(self, record: dict[str, Any]) -> None:
+        """Journal a finished case at once; JUnit is re-rendered when results.json was
+        (hil.report.results: O(cases) over the run), and by `_close` at the end."""
         with self._lock:
             if self._stop.is_set():
                 return  # interrupted: a case cut short by the stop is not a result
             self.records.append(record)
-            self.writer.add(record)
-            write_junit(self.writer.document, self.options.junit_path)  # valid after any stop
+            if self.writer.add(record):
+                write_junit(self.writer.current(), self.options.junit_path)
             if self.on_record is not None:
                 self.on_record(record)
+
+    def _close(self, status: str | None) -> None:
+        """The run ends: no board thread records any more; results.json gets every case
+        (and `status`, or stays `running` when hil itself failed), then JUnit."""
+        with self._lock:
+            self._stop.set()
+            began = time.perf_counter()
+            if status is None:
+                self.writer.checkpoint()
+            else:
+                self.writer.finish(status)
+            results_s = time.perf_counter() - began
+            write_junit(self.writer.current(), self.options.junit_path)
+            log.info("results: %d cases written in %.2f s (results.json %.2f s, JUnit %.2f s)",
+                     len(self.records), time.perf_counter() - began, results_s,
+                     time.perf_counter() - began - results_s)
 
     # -- the run ------------------------------------------------------------------------
     def execute(self) -> list[dict[str, Any]]:
         """Run every case; returns the case records (also written to results.json)."""
         if not self.options.cases:  # an empty shard: no adb server, no boards
-            self.writer.finish("complete")
+            self._close("complete")
             return self.records
         with ExitStack() as stack:
             stack.enter_context(self.servers)  # keepers closed before any server stops
@@ -293,18 +311,17 @@ class Run:
                     for thread in threads:
                         thread.join(timeout=0.2)
                 self._fail_leftovers("no usable board left to run it")
-                self.writer.finish("complete")
+                self._close("complete")
             except KeyboardInterrupt:
-                with self._lock:  # no board thread may write after this
-                    self._stop.set()
-                    self.writer.finish("interrupted")
-                raise
+                self._close("interrupted")  # before the boards and servers stop: no board
+                raise                        # thread may write after this
             except UsageError:
-                with self._lock:
-                    self._stop.set()
-                    self.writer.finish("refused")
+                self._close("refused")
                 for thread in threads:  # they clean their boards up before the boards stop
                     thread.join(timeout=self.options.idle_timeout_s)
+                raise
+            except BaseException:  # a bug in hil: every finished case is written all the same
+                self._close(None)
                 raise
         return self.records
 
