@@ -54,6 +54,9 @@ PROBATION_S = 30.0
 health check; doubled for each later quarantine of the same board and each failed check."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run."""
+GOOD_STREAK = 10
+"""Cases in a row without an infrastructure error after which a board's earlier quarantines
+no longer lengthen the next one."""
 
 
 @dataclass(frozen=True)
@@ -600,15 +603,20 @@ class Run:
 
         consecutive_infra = 0
         quarantines = 0
+        good = 0
         while (work := self._next_work(board.name)) is not None:
             started = _now_ms()
             record, error = self._run_on(board, work)
             record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
+                good += 1
+                if good >= GOOD_STREAK:
+                    quarantines = 0
                 self._finish(record)
                 continue
             consecutive_infra += 1
+            good = 0
             if len(work.tried_on) <= self.options.retries:
                 work.history.append(
                     {"board": board.name, "verdict": record["verdict"], "message": record["message"],
@@ -636,15 +644,16 @@ class Run:
     def _quarantine(
         self, board: Any, recovery: Any, why: str, reachable: bool, quarantines: int
     ) -> bool:
-        """Take `board` out of the run. While other boards carry the run, or when it still
-        answers (`reachable`), it sits out PROBATION_S (doubled per earlier quarantine and per
-        failed check), then gets a health check: True when it passed and the board is back.
-        False when it is out for good: HEALTH_CHECKS checks failed, the run has no work left
-        for it, or its ladder ran out while no other board was live (nobody waits for a dead
-        last board: the run reports what is left)."""
+        """Take `board` out of the run. While other boards carry the run or may come back, or
+        when it still answers (`reachable`), it sits out PROBATION_S (doubled per earlier
+        quarantine since its last GOOD_STREAK, and per failed check), then gets a health
+        check: True when it passed and the board is back. False when it is out for good:
+        HEALTH_CHECKS checks failed, the run has no work left for it, or its ladder ran out
+        while no other board was live or on probation (nobody waits for a dead last board:
+        the run reports what is left)."""
         name = board.name
         with self._lock:
-            others_live = bool(self._live_boards - {name})
+            others_live = bool((self._live_boards | self._probation) - {name})
             self._live_boards.discard(name)
             if not reachable:
                 self._unreachable.add(name)
