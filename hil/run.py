@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gc
 import logging
 import os
 import queue
@@ -254,7 +255,6 @@ class Run:
         self.servers = BoardServers(options.adb_server)
         """The adb servers of the boards (hil's private one, labs')."""
         self._leases: dict[str, Lease] = {}
-        self.records: list[dict[str, Any]] = []
         self._unreachable: set[str] = set()
         """Boards whose recovery ladder ran out: nothing to clean up on them."""
         self._probation: set[str] = set()
@@ -262,17 +262,28 @@ class Run:
         self.lowered_from_cache = 0
 
     # -- results ------------------------------------------------------------------------
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The finished cases so far, as written to results.json (one copy in memory)."""
+        return self.writer.cases
+
     def _record(self, record: dict[str, Any]) -> None:
         """Journal a finished case at once; JUnit is re-rendered when results.json was
         (hil.report.results: O(cases) over the run), and by `_close` at the end."""
         with self._lock:
             if self._stop.is_set():
                 return  # interrupted: a case cut short by the stop is not a result
-            self.records.append(record)
             if self.writer.add(record):
-                write_junit(self.writer.current(), self.options.junit_path)
+                self._write_junit()
             if self.on_record is not None:
                 self.on_record(record)
+
+    def _write_junit(self) -> None:
+        write_junit(self.writer.current(), self.options.junit_path)
+        # junit-xml pretty-prints through a minidom tree, a web of reference cycles as large
+        # as the run: collected now, it does not wait for a full collection while the
+        # process's memory keeps its high-water mark
+        gc.collect()
 
     def _close(self, status: str | None) -> None:
         """The run ends: no board thread records any more; results.json gets every case
@@ -285,7 +296,7 @@ class Run:
             else:
                 self.writer.finish(status)
             results_s = time.perf_counter() - began
-            write_junit(self.writer.current(), self.options.junit_path)
+            self._write_junit()
             log.info("results: %d cases written in %.2f s (results.json %.2f s, JUnit %.2f s)",
                      len(self.records), time.perf_counter() - began, results_s,
                      time.perf_counter() - began - results_s)

@@ -244,6 +244,11 @@ class ResultsWriter:
         """The whole document (a fresh copy)."""
         return json.loads(_serialise(self._run, self._cases))
 
+    @property
+    def cases(self) -> list[dict[str, Any]]:
+        """The finished cases as stored (sanitised, capped): read them, do not change them."""
+        return self._cases
+
     def current(self) -> dict[str, Any]:
         """The whole document without copying it: read it at once, do not keep or change it."""
         return {"schema": SCHEMA, "version": VERSION, "run": self._run, "cases": self._cases,
