@@ -16,8 +16,8 @@ A benchmark, not a test (figures; it exits 1 when an invariant does not hold):
    faults arrive mid-case, at a rate that follows the run's speed): every fault kind of
    `hil/virtual/faults.py` (kinds added later too, as bare specs) and the death of hil's adb
    server, drawn from a shuffled deck so that every kind comes before any repeats; some on
-   two boards at once, and more while a board climbs its recovery ladder. State faults are
-   cleared after a few seconds.
+   two boards at once, and more while a board climbs its recovery ladder; only boards in the
+   run (a quarantined board is not in use). State faults are cleared after a few seconds.
 5. Afterwards: every planned case reported exactly once in results.json and JUnit; each
    fault's fate (the verdict of the attempt it fired in; "unhandled" when hil did not
    classify it: a runner fault that ended PASS, an ERROR_INTERNAL, a traceback);
@@ -398,6 +398,8 @@ class HilRun:
     peak: Sample | None = None
     adb_port: int | None = None
     in_recovery: set[str] = field(default_factory=set)
+    out_of_run: set[str] = field(default_factory=set)
+    """Boards quarantined and not back (yet)."""
     on_recovery: Any = None
     on_case: Any = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -455,6 +457,10 @@ class HilRun:
                     self.in_recovery.add(board)
                 elif kind == "quarantined" or (kind == "step" and match.group(3) == "board is back"):
                     self.in_recovery.discard(board)
+                if kind == "quarantined":
+                    self.out_of_run.add(board)
+                elif kind == "back":
+                    self.out_of_run.discard(board)
             if kind == "recovery" and self.on_recovery is not None:
                 self.on_recovery(board)
 
@@ -562,9 +568,13 @@ class Chaos:
     def _strike(self) -> None:
         if self._stop.is_set():
             return
+        with self.hil.lock:  # a quarantined board is not in use: nothing happens to it
+            in_run = [name for name in self.boards.names if name not in self.hil.out_of_run]
+        if not in_run:
+            return
         spec = self._draw()
-        two = len(self.boards.names) > 1 and spec != SERVER_KILL and self.rng.random() < PAIR_SHARE
-        names = self.rng.sample(self.boards.names, 2 if two else 1)
+        two = len(in_run) > 1 and spec != SERVER_KILL and self.rng.random() < PAIR_SHARE
+        names = self.rng.sample(in_run, 2 if two else 1)
         for name in names:
             self.inject(name, spec, pair=two)
 
@@ -637,17 +647,45 @@ executors to warm up, and the last ones are the drain (idle boards waiting for a
 that is retried after an infrastructure error), neither of which is a speed of hil."""
 
 
-def throughput(finished: list[tuple[float, int, str, str, str]]) -> dict[str, Any]:
+def boards_in_run(events: list[tuple[float, str, str, str]], names: list[str], low: float,
+                  high: float) -> float:
+    """The mean number of boards in the run (not quarantined) between `low` and `high`."""
+    out: set[str] = set()
+    changes = sorted((t, kind, board) for t, kind, board, _ in events if kind in ("quarantined", "back"))
+    total, since = 0.0, low
+    for at, kind, board in changes:
+        if at > low:
+            total += (min(at, high) - since) * (len(names) - len(out))
+            since = min(at, high)
+        if at >= high:
+            break
+        (out.add if kind == "quarantined" else out.discard)(board)
+    total += (high - since) * (len(names) - len(out))
+    return total / (high - low) if high > low else float(len(names) - len(out))
+
+
+def throughput(finished: list[tuple[float, int, str, str, str]],
+               events: list[tuple[float, str, str, str]], names: list[str]) -> dict[str, Any]:
     """Cases per second over the first and the last THROUGHPUT_SHARE of the finished cases
-    (trimmed by THROUGHPUT_TRIM, and untrimmed), and per tenth of the run."""
+    (trimmed by THROUGHPUT_TRIM, and untrimmed), per tenth of the run, and per board in the
+    run (quarantined boards left out: the speed of hil, not the chaos's toll)."""
     times = sorted(t for t, *_ in finished)
     count = len(times)
     if count < 50:
-        return {"first": None, "last": None, "ratio": None, "raw_ratio": None, "deciles": []}
+        return {"first": None, "last": None, "ratio": None, "raw_ratio": None, "deciles": [],
+                "per_board_ratio": None}
+
+    def span(low: float, high: float) -> list[float]:
+        return times[int(count * low): max(int(count * low) + 2, int(count * high))]
 
     def rate(low: float, high: float) -> float | None:
-        chunk = times[int(count * low): max(int(count * low) + 2, int(count * high))]
+        chunk = span(low, high)
         return (len(chunk) - 1) / (chunk[-1] - chunk[0]) if chunk[-1] > chunk[0] else None
+
+    def per_board(low: float, high: float) -> float | None:
+        chunk, speed = span(low, high), rate(low, high)
+        boards = boards_in_run(events, names, chunk[0], chunk[-1])
+        return speed / boards if speed and boards else None
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(b / a, 3) if a and b else None
@@ -656,7 +694,12 @@ def throughput(finished: list[tuple[float, int, str, str, str]]) -> dict[str, An
     first, last = rate(trim, trim + share), rate(1 - trim - share, 1 - trim)
     return {"first": first, "last": last, "ratio": ratio(first, last),
             "raw_ratio": ratio(rate(0, share), rate(1 - share, 1)),
-            "deciles": [round(r, 2) if (r := rate(i / 10, (i + 1) / 10)) else None for i in range(10)]}
+            "per_board_ratio": ratio(per_board(trim, trim + share),
+                                     per_board(1 - trim - share, 1 - trim)),
+            "deciles": [round(r, 2) if (r := rate(i / 10, (i + 1) / 10)) else None for i in range(10)],
+            "boards_in_run_deciles": [
+                round(boards_in_run(events, names, span(i / 10, (i + 1) / 10)[0],
+                                    span(i / 10, (i + 1) / 10)[-1]), 2) for i in range(10)]}
 
 
 def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, str]],
@@ -954,11 +997,13 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
     figures["hil_tracebacks"] = hil.tracebacks
     figures["unexplained_failures"] = unexplained(attempts, chaos.injections, fired)
 
-    speed = throughput(hil.finished)
+    speed = throughput(hil.finished, hil.events, boards.names)
     figures["throughput_first_cases_per_s"] = round(speed["first"], 3) if speed["first"] else None
     figures["throughput_last_cases_per_s"] = round(speed["last"], 3) if speed["last"] else None
     figures["throughput_last_vs_first"] = speed["ratio"]
     figures["throughput_last_vs_first_untrimmed"] = speed["raw_ratio"]
+    figures["throughput_per_board_in_run_last_vs_first"] = speed["per_board_ratio"]
+    figures["boards_in_run_deciles"] = speed.get("boards_in_run_deciles")
     figures["throughput_deciles"] = speed["deciles"]
     first, last = hil.first, hil.last
     if first and last:
