@@ -825,7 +825,8 @@ def main() -> int:  # noqa: C901 - one straight script
     planned = prepare_cases(work, args.cases, cache)
     out = work / "out"
     boards = Boards(work, args.boards, args.link)
-    stop_requested: list[int] = []
+    stop_requested: list[float] = []
+    """When SIGTERM or SIGINT reached the soak (monotonic)."""
     exit_code: int | None = None
     sigterm_to_exit: float | None = None
     hil: HilRun | None = None
@@ -843,7 +844,7 @@ def main() -> int:  # noqa: C901 - one straight script
         hil = HilRun(argv, env, work / "hil.log")
 
         def forward(signum: int, _frame: Any) -> None:
-            stop_requested.append(signum)
+            stop_requested.append(time.monotonic())
             if hil is not None and hil.process is not None and hil.process.poll() is None:
                 hil.process.send_signal(signal.SIGTERM)
 
@@ -860,19 +861,21 @@ def main() -> int:  # noqa: C901 - one straight script
         timed_out = False
         while hil.process.poll() is None:
             time.sleep(0.2)
-            if stop_requested and sigterm_to_exit is None:
-                sigterm_to_exit = time.monotonic()
             if time.monotonic() > deadline and not timed_out:
                 log(f"over --max-minutes {args.max_minutes:g}: stopping hil")
                 timed_out = True
                 hil.process.send_signal(signal.SIGTERM)
+            stopped = stop_requested[0] if stop_requested else deadline if timed_out else None
+            if stopped is not None and time.monotonic() - stopped > 60:
+                log("hil still runs 60 s after SIGTERM: killing it")
+                hil.process.kill()
             if time.monotonic() - last_note > 60:
                 last_note = time.monotonic()
                 log(f"{len(hil.finished)}/{len(planned)} cases reported, "
                     f"{len(chaos.injections)} faults injected")
         exit_code = hil.process.returncode
-        if sigterm_to_exit is not None:
-            sigterm_to_exit = time.monotonic() - sigterm_to_exit
+        if stop_requested:
+            sigterm_to_exit = time.monotonic() - stop_requested[0]
         chaos.stop()
         time.sleep(0.5)  # the readers take the last lines
         wall = time.monotonic() - started
