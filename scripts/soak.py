@@ -118,7 +118,8 @@ RECOVERY_START = re.compile(r"^(\S+): infrastructure error; recovery starts at (
 RECOVERY_STEP = re.compile(r"^(\S+): recovery (\S+): (board is back|failed)")
 QUARANTINED = re.compile(r"^(\S+): quarantined(?: for the rest of the run)? \((.*)\)")
 READMITTED = re.compile(r"^(\S+): back in the run \((.*)\)")
-WRITTEN = re.compile(r"results: (\d+) cases written in ([\d.]+) s")
+WRITTEN = re.compile(
+    r"results: (\d+) cases written in ([\d.]+) s \(results.json ([\d.]+) s, JUnit ([\d.]+) s\)")
 BOARD_FIRES = re.compile(r"^(\S+ \S+) WARNING \S+: fault (\S+) fires on (\S+)")
 
 
@@ -392,7 +393,8 @@ class HilRun:
     events: list[tuple[float, str, str, str]] = field(default_factory=list)
     """(epoch, kind, board, detail): recovery start/step, quarantine, re-admission."""
     tracebacks: int = 0
-    results_write: tuple[int, float] | None = None
+    results_write: tuple[int, float, float, float] | None = None
+    """Cases, seconds to write results.json and JUnit at the end, of which results.json, JUnit."""
     first: Sample | None = None
     last: Sample | None = None
     peak: Sample | None = None
@@ -444,7 +446,8 @@ class HilRun:
         now = time.time()
         written = WRITTEN.search(message)
         if written:
-            self.results_write = (int(written.group(1)), float(written.group(2)))
+            self.results_write = (int(written.group(1)), float(written.group(2)),
+                                  float(written.group(3)), float(written.group(4)))
         for kind, pattern in (("recovery", RECOVERY_START), ("step", RECOVERY_STEP),
                               ("quarantined", QUARANTINED), ("back", READMITTED)):
             match = pattern.match(message)
@@ -711,10 +714,15 @@ def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, 
         by_board[attempt["board"]].append(attempt)
 
     def attempt_at(board: str, at: float) -> dict[str, Any] | None:
-        for attempt in by_board.get(board, []):
-            if attempt["started"] - 0.05 <= at <= attempt["finished"] + 0.05:
-                return attempt
-        return None
+        """The attempt running on `board` at `at`: the one that contains it, else (stamps
+        are to the millisecond) the nearest within 50 ms."""
+        attempts = by_board.get(board, [])
+        inside = [a for a in attempts if a["started"] <= at <= a["finished"]]
+        if inside:
+            return max(inside, key=lambda a: a["started"])
+        near = [a for a in attempts if a["started"] - 0.05 <= at <= a["finished"] + 0.05]
+        return min(near, key=lambda a: min(abs(at - a["started"]), abs(at - a["finished"])),
+                   default=None)
 
     kinds: dict[str, dict[str, Any]] = {}
     for injection in injections:
@@ -1023,7 +1031,9 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
         )
     else:
         figures.update(rss_growth_mb=None, fd_growth=None, thread_growth=None)
-    figures["results_write_s"] = hil.results_write[1] if hil.results_write else None
+    written = hil.results_write
+    figures["results_write_s"] = written[2] if written else None
+    figures["junit_write_s"] = written[3] if written else None
     return figures
 
 
