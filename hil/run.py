@@ -12,6 +12,7 @@ import datetime as dt
 import gc
 import logging
 import os
+import posixpath
 import queue
 import secrets
 import shutil
@@ -32,6 +33,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.latency_plan import LatencyPlan
 from hil.report.junit import write_junit
 from hil.runner.profiles import BoardRunner
 from hil.verdict import Verdict
@@ -79,6 +81,11 @@ class RunOptions:
     iterations: int = 1
     warmup: int = 0
     runner: Path | None = None
+    latency: LatencyPlan | None = None
+    """How the cases' latency is measured (hil/latency_plan.py); None: `iterations` and
+    `warmup` with the default noise control."""
+    suite_latency: dict[str, LatencyPlan] = field(default_factory=dict)
+    """Suites (by name) that declare a plan of their own (a manifest's `latency:`)."""
     command: tuple[str, ...] = ()
     cache_dir: Path | None = None
     """Artifact cache folder; None disables the cache."""
@@ -100,6 +107,9 @@ class RunOptions:
     start; None: hil.board.servers decides per board."""
     board_wait_s: float = 0.0
     """How long to wait for a board another run holds (its lease) before leaving it out."""
+    localize: bool = False
+    """`--localize`: bisect every FAIL_MISMATCH case's graph on the board it failed on
+    (hil/localize) and add the `localization` block to its record."""
 
 
 @dataclass
@@ -181,6 +191,8 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "attempts": 0,
         "timings_s": {},
         "latency_ms": None,
+        "memory": None,
+        "board_state": None,
         "pte_bytes": None,
         "delegation": None,
         "outputs": [],
@@ -203,6 +215,7 @@ class Run:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_lowered: Callable[[Any], None] | None = None,
         on_flow: Callable[[str, str], None] | None = None,
+        on_probe: Callable[[Case, dict[str, Any]], None] | None = None,
     ) -> None:
         from hil.board.lease import Lease
         from hil.board.servers import BoardServers
@@ -214,6 +227,8 @@ class Run:
         """Called with each `hil.lower.pool.Lowering` as it arrives (progress)."""
         self.on_flow = on_flow
         """Called with the chosen flow and why, once the boards are up."""
+        self.on_probe = on_probe
+        """Called with the case and each localization probe's entry as it finishes."""
         self.flow: str | None = None
         """The flow the run lowers with (chosen in `execute`)."""
         self.run_id = new_run_id()
@@ -274,12 +289,13 @@ class Run:
             if self._stop.is_set():
                 return  # interrupted: a case cut short by the stop is not a result
             if self.writer.add(record):
-                self._write_junit()
+                # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
+                self._write_junit(durable=False)
             if self.on_record is not None:
                 self.on_record(record)
 
-    def _write_junit(self) -> None:
-        write_junit(self.writer.current(), self.options.junit_path)
+    def _write_junit(self, durable: bool = True) -> None:
+        write_junit(self.writer.current(), self.options.junit_path, durable)
         # junit-xml pretty-prints through a minidom tree, a web of reference cycles as large
         # as the run: collected now, it does not wait for a full collection while the
         # process's memory keeps its high-water mark
@@ -482,6 +498,7 @@ class Run:
         idle_s = self.options.idle_timeout_s
         self._take_lease(entry)
         adb = self.servers.server_for(entry)
+        bring_up = time.perf_counter()
         if entry.virtual:
             from hil.virtual.launcher import start_virtual_board
 
@@ -489,7 +506,8 @@ class Run:
             extra = ["--link", self.options.virtual_link]
             if self.options.runner_profile:
                 extra += ["--runner-profile", self.options.runner_profile]
-            process = start_virtual_board(root, self.options.chipset, name, extra)
+            # warm: the executor's import is the board's start-up, not its first case's time
+            process = start_virtual_board(root, self.options.chipset, name, extra, wait_warm=True)
             with self._lock:
                 stack.callback(shutil.rmtree, root, ignore_errors=True)
                 stack.callback(process.stop)
@@ -541,7 +559,7 @@ class Run:
                  "virtual": info.virtual, "properties": info.properties,
                  "console": entry.console if console is not None else None,
                  "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
-                 **self._board_lab_fields(entry)}
+                 "start_s": round(time.perf_counter() - bring_up, 3), **self._board_lab_fields(entry)}
             )
             self.meta["virtual"] = any(b.get("virtual") for b in self.meta["boards"])
             self.writer.update_run(boards=self.meta["boards"], virtual=self.meta["virtual"])
@@ -624,6 +642,8 @@ class Run:
                 good += 1
                 if good >= GOOD_STREAK:
                     quarantines = 0
+                if self.options.localize and record["verdict"] == Verdict.FAIL_MISMATCH.value:
+                    record["localization"] = self._localize(board, work, record["outputs"])
                 self._finish(record)
                 continue
             consecutive_infra += 1
@@ -741,6 +761,42 @@ class Run:
                         entry.pop("quarantined", None)
             self.writer.update_run(boards=self.meta["boards"])
 
+    def _localize(self, board: Any, work: _Work, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The case's `localization` block: its graph bisected on `board` (hil/localize).
+        Probes are built in this process, so only once the run's own lowering is done."""
+        from hil.localize import localize_case
+        from hil.lower.cache import ArtifactCache
+
+        assert self.flow is not None
+        while not self._lowering_done.wait(0.2):
+            if self._stop.is_set():  # interrupted: the record will not be written anyway
+                return {"status": "incomplete", "reason": "interrupted", "probes": []}
+        slot = f"c{work.index:04d}"
+        out = self.options.out_dir / "cases" / slot / "localize"
+
+        def run_probe(artifact: Any, name: str) -> Any:
+            probe_slot = f"{slot}-{name}"
+            execution = board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+            board.shell(["rm", "-rf", posixpath.join(board.workdir, probe_slot)])  # a model's probes add up
+            return execution
+
+        def report(entry: dict[str, Any]) -> None:
+            if self.on_probe is not None:
+                self.on_probe(work.case, entry)
+
+        try:
+            return localize_case(
+                work.case, self.flow, self.options.chipset, run_probe, board=board.name,
+                cache=ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None,
+                scratch=self.options.out_dir / "artifacts" / f"{slot}-probes", case_outputs=outputs,
+                on_probe=report,
+            )
+        except Exception as exc:  # noqa: BLE001 - a bug in hil must not lose the case's result
+            log.exception("%s: localization failed", work.case.key)
+            return {"status": "incomplete", "reason": f"{type(exc).__name__}: {exc}"[:300],
+                    "message": f"localization failed: {type(exc).__name__}: {exc}"[:300],
+                    "detail": traceback.format_exc()[-8192:], "probes": []}
+
     def _note_recovery(
         self, name: str, steps: list[Any], quarantined: str | None = None
     ) -> None:
@@ -770,9 +826,11 @@ class Run:
         artifact = work.artifact
         slot = f"c{work.index:04d}"
         host_out = self.options.out_dir / "cases" / slot / f"output-{board.name}"
+        plan = self.options.suite_latency.get(work.case.suite) or self.options.latency
+        plan = plan or LatencyPlan(self.options.warmup, self.options.iterations)
         try:
             execution = board.run(
-                artifact, slot, host_out, self.options.iterations, self.options.warmup
+                artifact, slot, host_out, plan.iterations, plan.warmup, plan.noise
             )
             judgement = judge(work.case, artifact, execution)
         except InfraError as exc:
@@ -795,7 +853,7 @@ class Run:
             attempts=len(work.tried_on),
             timings_s={"lower": self._lower_seconds(work), **execution.timings_s},
             cache_hit=work.cached,
-            latency_ms=execution.latency_ms,
+            **execution.record_fields(),
             **artifact.record_fields(),
             outputs=judgement.output_records(),
             checker=judgement.checker_record(),

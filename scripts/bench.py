@@ -1,15 +1,30 @@
 #!/usr/bin/env python3
 """Throughput benchmark of hil on virtual boards (figures, not pass/fail).
 
-One process measures, on the same virtual board and link, and prints a table:
+One process measures, on the same virtual boards and link, and prints tables:
   (a) the upstream Samsung device flow replicated with adbutils vs hil, per op case;
-  (b) hil vs the link-limited minimum (bytes / bandwidth + 3 round trips + runner time);
-  (c) 1 vs 4 virtual boards on >= 40 cases (board phase only, lowering cached);
-  (d) cold vs warm lowering of the ops suite.
-`--json FILE` writes the ratios: seed_speedup, overhead_vs_link_min, scaling_4_boards,
-warm_relower_count, warm_vs_cold.
+  (b) hil vs a minimal client doing the same three operations on the same board and link
+      (`MinimalClient` below), and where a case's time goes;
+  (c) hil vs the link-limited minimum (bytes / bandwidth + 3 round trips + the runner's own
+      work) plus the board's own per-exec cost (its shell start and the runner front, both
+      measured on an unshaped board), per case; and vs the link minimum plus everything the
+      board does for a case (the minimal client's whole case on an unshaped board);
+  (d) 1 vs 4 virtual boards on >= 40 cases (board phase of a real `Run`, lowering cached),
+      with the CPU each case costs hil and the boards;
+  (e) cold vs warm lowering of the suite.
+`--json FILE` writes the figures: seed_speedup, hil_vs_minimal_client, overhead_vs_link_min,
+overhead_vs_board_floor, scaling_4_boards, warm_relower_count, warm_vs_cold, the per-case
+breakdown, board costs, CPU per case and the machine's load average.
 
-Usage: .venv/bin/python scripts/bench.py [--link usb2] [--cases 10] [--json bench.json]
+The minimal client is the floor for what hil does per case: ~60 lines of Python on raw
+sockets, no adbutils, no threads, no watchdog, no parsing, no results. It opens each service
+with `host:transport:SERIAL` on its own connection with Nagle off and quick ACKs, pushes the
+`.pte`, inputs and folder markers in one sync connection (acknowledgements read at the end),
+runs exactly the run shell hil runs (`AdbBoard.run_chain`) through shell v2, and pulls the
+outputs and `statistics.txt` files in one sync connection. hil / that client is what hil's own code
+costs; the board's work is the same for both.
+
+Usage: .venv/bin/python scripts/bench.py [--suite ops] [--link usb2] [--cases 10] [--json bench.json]
 """
 
 from __future__ import annotations
@@ -17,26 +32,138 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import posixpath
+import socket
 import statistics
+import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from hil.adbserver import AdbServer
-from hil.board.adb import RUNNER_NAME, AdbBoard, device_command
+from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, device_command, folder_markers
 from hil.board.spec import BoardSpec
 from hil.cases import load_suite
 from hil.cases.case import Case
+from hil.latency_plan import NoiseControl
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache
 from hil.lower.pool import lower_cases
 from hil.run import VIRTUAL_RUNNER, Run, RunOptions
-from hil.virtual.launcher import start_virtual_board
+from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.link import LINKS
 
 UPSTREAM_WORKDIR = "/data/local/tmp/enn-executorch-test"
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
+class MinimalClient:
+    """The least a client can do for a case: see the module docstring."""
+
+    def __init__(self, server_port: int, serial: str) -> None:
+        self.address = ("127.0.0.1", server_port)
+        self.serial = serial
+
+    def _open(self, service: str) -> socket.socket:
+        sock = socket.create_connection(self.address)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for request in (f"host:transport:{self.serial}", service):
+            data = request.encode()
+            sock.sendall(b"%04x" % len(data) + data)
+            if self._exact(sock, 4) != b"OKAY":
+                raise RuntimeError(f"{request}: refused")
+        return sock
+
+    @staticmethod
+    def _exact(sock: socket.socket, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            if _QUICKACK is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+            chunk = sock.recv(size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def shell(self, command: str) -> tuple[int, bytes]:
+        """Exit status and stderr of a shell v2 command."""
+        sock = self._open(f"shell,v2:{command}")
+        stderr = b""
+        try:
+            while True:
+                kind, length = struct.unpack("<BI", self._exact(sock, 5))
+                data = self._exact(sock, length) if length else b""
+                if kind == 3:
+                    return data[0], stderr
+                if kind == 2:
+                    stderr += data
+        finally:
+            sock.close()
+
+    def push(self, files: list[tuple[Path | bytes, str]]) -> None:
+        sock = self._open("sync:")
+        try:
+            for local, remote in files:
+                spec = f"{remote},{0o100644}".encode()
+                data = local if isinstance(local, bytes) else local.read_bytes()
+                message = b"SEND" + struct.pack("<I", len(spec)) + spec
+                for offset in range(0, len(data), 65536):
+                    chunk = data[offset : offset + 65536]
+                    sock.sendall(message + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                    message = b""
+                sock.sendall(message + b"DONE" + struct.pack("<I", int(time.time())))
+            for _ in files:
+                if self._exact(sock, 8)[:4] != b"OKAY":
+                    raise RuntimeError("push refused")
+            sock.sendall(b"QUIT" + bytes(4))
+        finally:
+            sock.close()
+
+    def pull(self, remotes: list[str]) -> dict[str, bytes]:
+        sock = self._open("sync:")
+        found = {}
+        try:
+            for remote in remotes:
+                path = remote.encode()
+                sock.sendall(b"RECV" + struct.pack("<I", len(path)) + path)
+                parts = []
+                while True:
+                    header = self._exact(sock, 8)
+                    length = struct.unpack("<I", header[4:])[0]
+                    if header[:4] == b"DATA":
+                        parts.append(self._exact(sock, length))
+                    elif header[:4] == b"DONE":
+                        break
+                    else:
+                        raise RuntimeError(f"pull {remote}: {header[:4]!r}")
+                found[remote] = b"".join(parts)
+            sock.sendall(b"QUIT" + bytes(4))
+        finally:
+            sock.close()
+        return found
+
+    def case(self, board: AdbBoard, artifact: Artifact, case_dir: str) -> dict[str, float]:
+        """The three operations of a case as hil does them; seconds per operation."""
+        inputs = [posixpath.join(case_dir, artifact.input_file(i).name) for i in range(len(artifact.inputs))]
+        files: list[tuple[Path | bytes, str]] = [(artifact.pte, posixpath.join(case_dir, "model.pte"))]
+        files += [(artifact.input_file(i), remote) for i, remote in enumerate(inputs)]
+        files += [(data, remote) for data, remote, _mode in folder_markers(case_dir, 1)]
+        start = time.perf_counter()
+        self.push(files)
+        pushed = time.perf_counter()
+        chain = board.run_chain(case_dir, inputs, 1, 0, NoiseControl())
+        status, stderr = self.shell(device_command(*chain))
+        if status != 0:
+            raise RuntimeError(f"minimal client: run shell exit {status}: {stderr[-500:]!r}")
+        ran = time.perf_counter()
+        remotes = [posixpath.join(case_dir, "out", f"output_{i}.bin") for i in range(len(artifact.outputs))]
+        remotes.append(posixpath.join(case_dir, "runs", "0", "statistics.txt"))
+        self.pull(remotes)
+        return {"push": pushed - start, "exec": ran - pushed, "pull": time.perf_counter() - ran}
 
 
 def suite_cases(suite: str, precision: str = "fp32") -> list[Case]:
@@ -88,71 +215,207 @@ def upstream_flow(device, artifact: Artifact, out: Path) -> float:
     return time.perf_counter() - start
 
 
-def link_minimum(artifact: Artifact, link: str, runner_s: float) -> float:
-    """bytes / bandwidth + 3 round trips + the runner's own time."""
+def link_minimum(artifact: Artifact, link: str) -> float:
+    """bytes / bandwidth + 3 round trips (a service open and four messages each)."""
     profile = LINKS[link]
     up = artifact.pte_bytes + sum(m.nbytes for m in artifact.inputs)
-    down = sum(m.nbytes for m in artifact.outputs)
+    down = sum(m.nbytes for m in artifact.outputs) + 64  # + statistics.txt
     transfer = (up + down) / profile.bytes_per_s if profile.bytes_per_s else 0.0
     round_trip = profile.open_s + 4 * profile.message_s  # OPEN, OKAY, WRTE, CLSE
-    return transfer + 3 * round_trip + runner_s
+    return transfer + 3 * round_trip
 
 
-def per_case(artifacts: list[Artifact], link: str, work: Path) -> list[dict[str, float]]:
-    """(a) and (b): upstream vs hil on one board with `link`, and runner time unshaped."""
-    rows: list[dict[str, float]] = []
+def runner_work_s(latency: dict[str, Any] | None) -> float:
+    """What the runner itself reports for one invocation: ENN init, load_method, the 1st run
+    and the timed runs (warm-ups are untimed: the bench runs none)."""
+    if not latency:
+        return 0.0
+    parts = [latency.get(key) or 0.0 for key in ("init", "load", "first")]
+    return (sum(parts) + sum(latency.get("samples") or [])) / 1000.0
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000.0
+
+
+def board_costs(client: MinimalClient) -> dict[str, float]:
+    """The board's own per-exec cost, on an unshaped board (seconds): a shell start (`true`)
+    and the runner front (`enn_executor_runner --help`: the front's start and its round
+    trip to the executor, which prints usage after ENN init) beyond a shell start."""
+    start = time.perf_counter()
+    client.shell("true")
+    shell = time.perf_counter() - start
+    start = time.perf_counter()
+    client.shell(device_command([RUNNER_PATH, "--help"]))
+    return {"shell_start": shell, "runner_front": time.perf_counter() - start - shell}
+
+
+@dataclasses.dataclass
+class _Bench:
+    process: VirtualBoardProcess
+    device: Any
+    board: AdbBoard
+    client: MinimalClient
+
+
+def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> dict[str, Any]:
+    """(a), (b), (c): on one board with `link` and one unshaped, interleaved so that load
+    changes hit every contender alike."""
+    rows: list[dict[str, Any]] = []
     with AdbServer() as adb:
-        boards = {}
-        for kind in dict.fromkeys([link, "none"]):
-            process = start_virtual_board(work / f"board-{kind}", "E9955", f"bench-{kind}",
-                                          ["--link", kind])
-            device = adb.connect(process.address, timeout=60)
-            board = AdbBoard(f"bench-{kind}", process.address, device, "bench", VIRTUAL_RUNNER, 60)
-            board.prepare()
-            boards[kind] = (process, device, board)
+        benches: dict[str, _Bench] = {}
         try:
-            for kind in boards:  # warm the executors: the first exec waits for the import
-                boards[kind][2].run(artifacts[0], "warm", work / "warm", 1, 0)
+            for kind in dict.fromkeys([link, "none"]):
+                process = start_virtual_board(work / f"board-{kind}", "E9955", f"bench-{kind}",
+                                              ["--link", kind], wait_warm=True)
+                device = adb.connect(process.address, timeout=60)
+                board = AdbBoard(f"bench-{kind}", process.address, device, "bench", VIRTUAL_RUNNER, 60)
+                board.prepare()
+                benches[kind] = _Bench(process, device, board, MinimalClient(adb.port, process.address))
+            shaped, bare = benches[link], benches["none"]
+            for bench in benches.values():  # the first case of a board loads the delegate library
+                bench.board.run(artifacts[0], "warm", work / "warm", 1, 0)
+            costs: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
             for i, artifact in enumerate(artifacts):
-                _, device, board = boards[link]
-                seed = upstream_flow(device, artifact, work / f"up{i}")
-                execution = board.run(artifact, f"c{i}", work / f"hil{i}", 1, 0)
-                hil_s = sum(execution.timings_s.values())
-                unshaped = boards["none"][2].run(artifact, f"c{i}", work / f"none{i}", 1, 0)
-                minimum = link_minimum(artifact, link, unshaped.timings_s["exec"])
-                rows.append({"case": i, "upstream_s": seed, "hil_s": hil_s, "min_s": minimum})
+                hil: list[dict[str, float]] = []
+                minimal: list[dict[str, float]] = []
+                unshaped: list[dict[str, float]] = []
+                board: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
+                latency = None
+                for r in range(rounds):  # every contender in every round: the same load
+                    order = ("hil", "min") if r % 2 == 0 else ("min", "hil")
+                    for who in order:
+                        if who == "hil":  # a fresh slot each time, as a run gives each case
+                            execution = shaped.board.run(artifact, f"c{i}h{r}", work / f"h{i}", 1, 0)
+                            hil.append(execution.timings_s)
+                            latency = execution.latency_ms
+                        else:
+                            case_dir = posixpath.join(shaped.board.workdir, f"c{i}m{r}")
+                            minimal.append(shaped.client.case(shaped.board, artifact, case_dir))
+                    case_dir = posixpath.join(bare.board.workdir, f"c{i}u{r}")
+                    unshaped.append(bare.client.case(bare.board, artifact, case_dir))
+                    for key, seconds in board_costs(bare.client).items():
+                        board[key].append(seconds)
+                seed = upstream_flow(shaped.device, artifact, work / f"up{i}")
+                row: dict[str, Any] = {"case": i, "pte_bytes": artifact.pte_bytes, "upstream_ms": seed * 1000}
+                for name, series in (("hil", hil), ("min", minimal), ("bare", unshaped)):
+                    for part in ("push", "exec", "pull"):
+                        row[f"{name}_{part}_ms"] = median_ms([t[part] for t in series])
+                    row[f"{name}_ms"] = median_ms([sum(t.values()) for t in series])
+                for key, values in board.items():
+                    row[f"{key}_ms"] = median_ms(values)
+                    costs[key] += values
+                row["runner_ms"] = runner_work_s(latency) * 1000
+                row["link_ms"] = link_minimum(artifact, link) * 1000
+                row["floor_ms"] = (row["link_ms"] + row["runner_ms"] + row["shell_start_ms"]
+                                   + row["runner_front_ms"])
+                row["board_floor_ms"] = row["link_ms"] + row["bare_ms"]
+                rows.append(row)
         finally:
-            for process, _, _ in boards.values():
-                process.stop()
-    return rows
+            for bench in benches.values():
+                bench.process.stop()
+    board_ms = {f"{key}_ms": round(median_ms(values), 2) for key, values in costs.items()}
+    return {"rows": rows, "board": board_ms}
 
 
-def board_throughput(cases: list[Case], boards: int, link: str, work: Path, cache: Path) -> float:
-    """(c): cases per second in the board phase of a real `Run` with `boards` virtual boards."""
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and of its children it has reaped (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def board_throughput(cases: list[Case], boards: int, link: str, work: Path, cache: Path) -> dict[str, float]:
+    """(d): cases per second in the board phase of a real `Run` with `boards` virtual boards,
+    and the CPU per case of hil's process and of the boards' processes."""
     finished: list[float] = []
+    cpu: dict[str, float] = {}
     options = RunOptions(
         cases=tuple(cases), boards=tuple(BoardSpec(virtual=True) for _ in range(boards)),
         flow="xnnpack", chipset="E9955", out_dir=work,
         results_path=work / "results.json", junit_path=work / "junit.xml",
         cache_dir=cache, jobs=1, virtual_link=link,
     )
-    records = Run(options, on_record=lambda record: finished.append(time.perf_counter())).execute()
+
+    def on_record(record: dict[str, Any]) -> None:
+        finished.append(time.perf_counter())
+        if len(finished) == 1:
+            cpu["hil"], cpu["boards"] = _own_cpu(), _boards_cpu()
+        elif len(finished) == len(cases):
+            cpu["hil"], cpu["boards"] = _own_cpu() - cpu["hil"], _boards_cpu() - cpu["boards"]
+
+    records = Run(options, on_record=on_record).execute()
     bad = [r for r in records if r["verdict"] not in ("PASS", "PASS_UNDELEGATED")]
     if bad:
         raise RuntimeError(f"{len(bad)} cases did not pass, e.g. {bad[0]['id']}: {bad[0]['message']}")
     # The span between the first and the last finished case excludes board start-up.
-    return (len(finished) - 1) / (finished[-1] - finished[0])
+    span = finished[-1] - finished[0]
+    per_case = len(finished) - 1
+    return {"cases_per_s": per_case / span, "hil_cpu_ms": cpu["hil"] / per_case * 1000,
+            "board_cpu_ms": cpu["boards"] / per_case * 1000}
+
+
+def _own_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _boards_cpu() -> float:
+    """CPU of every virtual board process (children of this one) and what they reaped."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and "hil.virtual.main" in _cmdline(stat.parent):
+            total += _cpu_seconds(int(stat.parent.name))
+    return total
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def breakdown_table(rows: list[dict[str, Any]]) -> str:
+    """Where a case's time goes (medians over the cases), hil beside the minimal client."""
+    def med(key: str) -> float:
+        return statistics.median(row[key] for row in rows)
+
+    lines = [
+        "| where a case's time goes (ms, median over cases) | hil | minimal client |",
+        "| --- | ---: | ---: |",
+        f"| push (one sync connection) | {med('hil_push_ms'):.1f} | {med('min_push_ms'):.1f} |",
+        f"| exec (one shell: state read, runner invocation) | {med('hil_exec_ms'):.1f} | "
+        f"{med('min_exec_ms'):.1f} |",
+        f"|   of which the runner's own work (its statistics) | {med('runner_ms'):.1f} | same |",
+        f"|   of which the board's shell start (`true`, unshaped) | {med('shell_start_ms'):.1f} | same |",
+        f"|   of which the runner front (unshaped) | {med('runner_front_ms'):.1f} | same |",
+        f"| pull (one sync connection) | {med('hil_pull_ms'):.1f} | {med('min_pull_ms'):.1f} |",
+        f"| total | {med('hil_ms'):.1f} | {med('min_ms'):.1f} |",
+        f"| link minimum (bytes / bandwidth + 3 round trips) | {med('link_ms'):.1f} | |",
+        f"| floor = link minimum + runner + shell start + front | {med('floor_ms'):.1f} | |",
+        f"| the minimal client's case on an unshaped board (all the board's work) | | {med('bare_ms'):.1f} |",
+        f"| board floor = link minimum + that | {med('board_floor_ms'):.1f} | |",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="ops", help="suite to measure (default: ops)")
     parser.add_argument("--link", default="usb2", choices=sorted(LINKS))
-    parser.add_argument("--cases", type=int, default=10, help="op cases for (a) and (b)")
-    parser.add_argument("--scaling-cases", type=int, default=40, help="cases for (c)")
-    parser.add_argument("--jobs", type=int, default=2, help="lowering workers for (d)")
-    parser.add_argument("--json", type=Path, help="write the ratios here")
+    parser.add_argument("--cases", type=int, default=10, help="op cases for (a)-(c)")
+    parser.add_argument("--rounds", type=int, default=5, help="repetitions per case and contender")
+    parser.add_argument("--scaling-cases", type=int, default=40, help="cases for (d)")
+    parser.add_argument("--jobs", type=int, default=2, help="lowering workers for (e)")
+    parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
+    load_before = os.getloadavg()
 
     with tempfile.TemporaryDirectory(prefix="hil-bench-") as tmp:
         work = Path(tmp)
@@ -160,20 +423,32 @@ def main() -> int:
         cache = ArtifactCache(work / "cache")
         _, cold_count, cold_s = lower(cases, cache, args.jobs)
         artifacts, warm_count, warm_s = lower(cases, cache, args.jobs)
-        print(f"(d) lowering {len(cases)} cases: cold {cold_s:.1f} s ({cold_count} lowered), "
+        print(f"(e) lowering {len(cases)} cases: cold {cold_s:.1f} s ({cold_count} lowered), "
               f"warm {warm_s:.2f} s ({warm_count} lowered): {warm_s / cold_s:.1%} of cold")
 
-        rows = per_case(artifacts[: args.cases], args.link, work)
-        print(f"\n(a)+(b) per case on link {args.link}:")
-        header = ("case", "upstream ms", "hil ms", "minimum ms", "speedup", "vs min")
-        print("{:>4} {:>12} {:>8} {:>11} {:>8} {:>7}".format(*header))
+        measured = per_case(artifacts[: args.cases], args.link, args.rounds, work)
+        rows, board = measured["rows"], measured["board"]
+        print(f"\n(a)-(c) per case on link {args.link}, medians of {args.rounds} rounds:")
+        header = ("case", "upstream", "hil", "minimal", "floor", "bfloor", "up/hil", "hil/min", "hil/floor",
+                  "hil/bfloor")
+        print("{:>4} {:>9} {:>7} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>10}".format(*header))
         for row in rows:
-            print(f"{row['case']:>4} {row['upstream_s'] * 1e3:>12.1f} {row['hil_s'] * 1e3:>8.1f} "
-                  f"{row['min_s'] * 1e3:>11.1f} {row['upstream_s'] / row['hil_s']:>7.2f}x "
-                  f"{row['hil_s'] / row['min_s']:>6.2f}x")
-        speedup = statistics.mean(r["upstream_s"] for r in rows) / statistics.mean(r["hil_s"] for r in rows)
-        overhead = statistics.mean(r["hil_s"] for r in rows) / statistics.mean(r["min_s"] for r in rows)
-        print(f"mean: upstream/hil {speedup:.2f}x, hil/minimum {overhead:.2f}x")
+            print(f"{row['case']:>4} {row['upstream_ms']:>9.1f} {row['hil_ms']:>7.1f} {row['min_ms']:>8.1f} "
+                  f"{row['floor_ms']:>7.1f} {row['board_floor_ms']:>7.1f} "
+                  f"{row['upstream_ms'] / row['hil_ms']:>6.2f}x {row['hil_ms'] / row['min_ms']:>7.2f}x "
+                  f"{row['hil_ms'] / row['floor_ms']:>8.2f}x {row['hil_ms'] / row['board_floor_ms']:>9.2f}x")
+        keys = ("upstream_ms", "hil_ms", "min_ms", "floor_ms", "board_floor_ms")
+        total = {key: sum(row[key] for row in rows) for key in keys}
+        speedup = total["upstream_ms"] / total["hil_ms"]
+        vs_minimal = total["hil_ms"] / total["min_ms"]
+        overhead = total["hil_ms"] / total["floor_ms"]
+        vs_board_floor = total["hil_ms"] / total["board_floor_ms"]
+        print(f"sums: upstream/hil {speedup:.2f}x, hil/minimal client {vs_minimal:.2f}x, "
+              f"hil/(link minimum + runner + shell start + front) {overhead:.2f}x, "
+              f"hil/(link minimum + the minimal client's case on an unshaped board) {vs_board_floor:.2f}x")
+        print(f"board per-exec cost (unshaped): shell start {board['shell_start_ms']:.1f} ms, "
+              f"runner front {board['runner_front_ms']:.1f} ms")
+        print("\n" + breakdown_table(rows))
 
         many = (cases * (args.scaling_cases // max(len(cases), 1) + 1))[: args.scaling_cases]
         if len(cases) < args.scaling_cases:  # too few cases: copies under new ids, pre-lowered
@@ -181,15 +456,33 @@ def main() -> int:
             lower(many, cache, args.jobs)
         one = board_throughput(many, 1, args.link, work / "one", work / "cache")
         four = board_throughput(many, 4, args.link, work / "four", work / "cache")
-        print(f"\n(c) {len(many)} cases on link {args.link}: 1 board {one:.1f} cases/s, "
-              f"4 boards {four:.1f} cases/s: {four / one:.2f}x")
+        print(f"\n(d) {len(many)} cases on link {args.link}: 1 board {one['cases_per_s']:.1f} cases/s, "
+              f"4 boards {four['cases_per_s']:.1f} cases/s: {four['cases_per_s'] / one['cases_per_s']:.2f}x")
+        for name, figures in (("1 board", one), ("4 boards", four)):
+            print(f"    {name}: CPU per case: hil {figures['hil_cpu_ms']:.1f} ms, boards "
+                  f"{figures['board_cpu_ms']:.1f} ms")
+        cores = os.cpu_count() or 1
+        cpu_per_case = (four["hil_cpu_ms"] + four["board_cpu_ms"]) / 1000
+        print(f"    CPU ceiling on {cores} cores: {cores / cpu_per_case:.1f} cases/s")
 
     figures = {
         "seed_speedup": round(speedup, 3),
+        "hil_vs_minimal_client": round(vs_minimal, 3),
         "overhead_vs_link_min": round(overhead, 3),
-        "scaling_4_boards": round(four / one, 3),
+        "overhead_vs_board_floor": round(vs_board_floor, 3),
+        "scaling_4_boards": round(four["cases_per_s"] / one["cases_per_s"], 3),
         "warm_relower_count": warm_count,
         "warm_vs_cold": round(warm_s / cold_s, 4),
+        "board_per_exec_ms": board,
+        "breakdown_ms": {key: round(statistics.median(row[key] for row in rows), 2)
+                         for key in rows[0] if key.endswith("_ms")},
+        "throughput": {"one_board": one, "four_boards": four, "cpu_ceiling_cases_per_s":
+                       round(cores / cpu_per_case, 2)},
+        "link": args.link,
+        "cases": len(rows),
+        "rounds": args.rounds,
+        "load_average": {"before": [round(v, 2) for v in load_before],
+                         "after": [round(v, 2) for v in os.getloadavg()]},
     }
     print("\n" + json.dumps(figures))
     if args.json:

@@ -27,6 +27,21 @@ def test_help_does_not_import_torch():
     assert hil("--help").returncode == 0
 
 
+def test_the_actions_launcher_needs_only_docker_and_numpy():
+    """action.yml installs hil with --no-deps plus docker and numpy: parsing and `replicate`
+    must import nothing else outside the standard library."""
+    code = (
+        "import sys, json, hil.cli as c; p = c.build_parser(); p.format_help(); "
+        "p.parse_args(['replicate', '--print', '--image', 'x', '--', 'run']); "
+        "import hil.replicate; "
+        "top = {m.split('.')[0] for m in sys.modules}; "
+        "print(json.dumps(sorted(m for m in top - set(sys.stdlib_module_names) "
+        "- {'hil', 'docker', 'numpy'} if not m.startswith('_'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == []
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

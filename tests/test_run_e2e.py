@@ -49,8 +49,16 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
         # 3 invocations, each: 1 warm-up, its 1st run, then the timed sample (tests/runner)
         assert (latency["n"], len(latency["samples"]), len(latency["runner_avg"]), latency["warmup"]) == (3, 3, 3, 1)
         assert latency["first"] > 0 and latency["init"] >= 0 and latency["load"] > 0
+        assert all(isinstance(latency[k], float) for k in ("p50", "p90", "p99", "mean", "trimmed", "std"))
+        assert latency["unstable"] in (True, False) and latency["cv_limit"] == 0.10
+        # the program's memory from the .pte, the runner's peak through the board's `time -v`
+        assert case["memory"]["program_bytes"] > 0 and case["memory"]["peak_rss_kib"] > 0
+        assert case["board_state"]["hottest_c"] == 38.0  # the virtual board's idle sysfs
+        assert case["board_state"]["cooldown"]["cooled"] is True
         assert "VIRTUAL" in case["logs"]["runner"]
+    assert doc["version"] == 2
     board = doc["run"]["boards"][0]
+    assert board["start_s"] > 0  # the executor's warm-up included: the board's start-up
     assert board["runner_profile"] == {"name": "hil", "source": "virtual board",
                                        "description": board["runner_profile"]["description"]}
     assert "VIRTUAL" in done.stdout
@@ -64,6 +72,9 @@ def test_smoke_junit_parses_and_validates(smoke_run):
     assert sorted(tc.name for tc in testcases) == sorted(c["id"] for c in cases)
     assert all(tc.classname == "smoke.fp32" for tc in testcases)
     assert sum(suite.failures + suite.errors for suite in xml) == 0
+    out = "\n".join(tc.system_out or "" for tc in testcases)
+    assert out.count("latency ms: init ") == out.count("memory: planned ") == len(cases)
+    assert out.count("board state: hottest 38.0 °C (BIG)") == len(cases)
     if not XSD.exists():
         pytest.skip(f"no xsd at {XSD}")
     tree = ET.parse(junit)

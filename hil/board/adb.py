@@ -10,6 +10,9 @@ Every call to the board is time-limited (`watchdog.py`): a runner past its deadl
 board that still answers is killed by its PID (verdict FAIL_RUN, TIMEOUT); a board that
 stops answering for the idle timeout is an InfraError (ERROR_INFRA). A crash line on the
 board's console during a case turns the case into a `ConsoleCrash` (ERROR_INFRA).
+
+The board's traffic goes through hil's own adb connections (`connection.py`, `sync.py`):
+adbutils' shell and sync paths cost more of their own than a small case does.
 """
 
 from __future__ import annotations
@@ -20,18 +23,21 @@ import posixpath
 import re
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import adbutils
 
+from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.sync import SyncFailed, pull_files, push_files
+from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
-from hil.latency import latency_stats
+from hil.latency import latency_stats, stability
+from hil.latency_plan import NoiseControl
 from hil.runner.contract import (
     STATISTICS_FILE,
     RunnerLog,
@@ -39,6 +45,7 @@ from hil.runner.contract import (
     parse_log,
     parse_statistics,
 )
+from hil.runner.pte import PteError, read_program_file
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -55,16 +62,30 @@ LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PID_FILE = "runner.pid"
+RUNS_FOLDER = "runs"
+"""Under a case's folder, `runs/<i>/` is invocation i's current folder: where the runner
+writes its `statistics.txt`, so that every invocation keeps its own without a process to
+move it."""
 INVOCATION_MARKER = "hil: runner invocation"
 """The stderr line hil prints before each runner invocation of a case: it separates the
 invocations' logs, and its absence after a failure means the run shell's own setup failed."""
-_INVOKE = f'echo $$ > runner.pid && echo "{INVOCATION_MARKER}" >&2 && exec "$@"'
-"""Constant script run as `sh -c SCRIPT sh RUNNER ARGS...`: records the runner's PID (the
-shell execs into the runner) so the host can kill exactly it, and marks the invocation."""
-_KEEP_STATISTICS = f'[ ! -e {STATISTICS_FILE} ] || mv -f {STATISTICS_FILE} "$1"'
-"""Constant script run as `sh -c SCRIPT sh NAME`: keeps one invocation's statistics.txt (the
-runner writes it in its current folder, without checking that it could)."""
+_INVOKE = f'echo $$ > "$1" && shift && echo "{INVOCATION_MARKER}" >&2 && exec "$@"'
+"""Constant script run as `sh -c SCRIPT sh PID_FILE RUNNER ARGS...`: records the runner's
+PID (the shell execs into the runner) so the host can kill exactly it, and marks the
+invocation."""
+FOLDER_MARKER = ".hil-folder"
+"""The empty file pushed into each folder a case needs (`folder_markers`)."""
 _KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
+PEAK_RSS = ("command", "time", "-v")
+"""Prefix of each invocation on a board whose `time -v` works (toybox, `toys/posix/time.c`:
+`wait4()`'s `ru_maxrss` printed as `Max RSS (KiB): N` on stderr when the child ends).
+`command` makes the shell look `time` up as a program: in mksh and bash `time` is a
+keyword. It wraps `timeout`, whose own `wait` takes the runner's usage in (`ru_maxrss` of a
+process covers its reaped children), so the backstop still signals the runner itself, and
+toybox `timeout` exits 128+N for a runner killed by signal N, which `time` passes on."""
+_PEAK_RSS_LINE = re.compile(r"^(?:Max RSS \(KiB\)|\s*Maximum resident set size \(kbytes\)): *(\d+)\s*$",
+                            re.MULTILINE)
+"""toybox's `time -v` line (busybox and GNU time print the second form)."""
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
 
@@ -130,6 +151,16 @@ class Execution:
     latency_ms: dict[str, Any] | None
     """The latency record (`_latency`): the 1st run, the steady-state samples and the
     runner's own averages, with the same meaning on real and virtual boards."""
+    memory: dict[str, Any] | None = None
+    """The program's planned memory (read from the `.pte`) and the runner's peak RSS where
+    the board can measure it (`_memory`)."""
+    board_state: dict[str, Any] | None = None
+    """Thermal zones, cpufreq policies and the cool-down wait before the case (`thermal.py`)."""
+
+    def record_fields(self) -> dict[str, Any]:
+        """The measurements of a results.json case record: `latency_ms`, `memory`,
+        `board_state` (docs/results-json.md)."""
+        return {"latency_ms": self.latency_ms, "memory": self.memory, "board_state": self.board_state}
 
 
 class AdbBoard:
@@ -157,14 +188,28 @@ class AdbBoard:
         """The board's serial console, watched for crashes during each case."""
         self.runner_pushes = 0
         """How often this board object pushed the runner (once at most, unless it changed)."""
+        self.measures_rss = False
+        """`time -v` works on the board: each invocation's peak RSS is measured (`prepare`)."""
         self._cases_run = 0
         self._console_mark = 0
+        self._case_dirs: set[str] = set()
+        """Case folders this board has run in (a second run there cleans up first)."""
 
-    def _shell(self, argv_chain: Sequence[Sequence[str]], timeout: float) -> adbutils.ShellReturn:
+    def _shell(
+        self,
+        argv_chain: Sequence[Sequence[str]],
+        timeout: float,
+        on_stderr: Callable[[bytes], None] | None = None,
+        bound: bool = True,
+    ) -> adbutils.ShellReturn:
+        """The chain through shell v2; `bound`: in a thread of its own that may take no
+        longer than `timeout` + the idle timeout (the run shell is supervised instead)."""
         command = device_command(*argv_chain)
         try:
+            if not bound:
+                return shell_v2(self.device, command, timeout, on_stderr)
             return bounded(
-                lambda: self.device.shell2(command, timeout=timeout, v2=True),
+                lambda: shell_v2(self.device, command, timeout, on_stderr),
                 timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
             )
         except ADB_ERRORS as exc:
@@ -202,6 +247,9 @@ class AdbBoard:
         if result.returncode != 0:
             raise InfraError(f"{self.name}: cannot create {self.workdir}: {result.stderr.strip()}")
         self._install_runner()
+        self.measures_rss = self.shell(PEAK_RSS + ("true",)).returncode == 0
+        if not self.measures_rss:
+            log.info("%s: no working `time -v`: the runner's peak RSS is not measured", self.name)
         return info
 
     def check_writable(self) -> None:
@@ -236,24 +284,42 @@ class AdbBoard:
         self.runner_pushes += 1
         log.info("%s: runner installed at %s (sha256 %s)", self.name, RUNNER_PATH, local_sha[:12])
 
-    def run(self, artifact: Artifact, slot: str, host_out: Path, iterations: int, warmup: int) -> Execution:
+    def run(
+        self,
+        artifact: Artifact,
+        slot: str,
+        host_out: Path,
+        iterations: int,
+        warmup: int,
+        noise: NoiseControl | None = None,
+    ) -> Execution:
         """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
 
         Three adb round trips: one sync connection up (`.pte` and inputs), one shell, one
-        sync connection down (outputs and `statistics.txt`). With `iterations` > 1 the runner
-        is invoked once per iteration inside that one shell, so each timing line is a
-        latency sample.
+        sync connection down (outputs and every `statistics.txt`). The shell reads the
+        board's thermal and clock state and waits for it to cool (`noise`, `thermal.py`),
+        then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
+        each invocation's timing line is one latency sample. `noise` None: the defaults.
         """
+        noise = noise or NoiseControl()
         case_dir = posixpath.join(self.workdir, safe_name(slot, "case slot"))
         inputs = [artifact.input_file(i) for i in range(len(artifact.inputs))]
-        uploads = [(artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)]
+        uploads: list[tuple[Path | bytes, str, int]] = [
+            (artifact.pte, posixpath.join(case_dir, "model.pte"), 0o644)
+        ]
         uploads += [
             (path, posixpath.join(case_dir, safe_name(path.name, "input file")), 0o644)
             for path in inputs
         ]
+        remote_inputs = [remote for _local, remote, _mode in uploads[1:]]
+        fresh = case_dir not in self._case_dirs  # a retry on this board reuses the folder
+        self._case_dirs.add(case_dir)
+        if fresh:
+            uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
         try:
-            execution = self._run(artifact, case_dir, uploads, host_out, iterations, warmup)
+            execution = self._run(artifact, case_dir, uploads, remote_inputs, fresh, host_out,
+                                  iterations, warmup, noise)
         except InfraError:
             self._check_console()  # a crash on the console explains the failure best
             raise
@@ -264,12 +330,14 @@ class AdbBoard:
         self,
         artifact: Artifact,
         case_dir: str,
-        uploads: list[tuple[Path, str, int]],
+        uploads: list[tuple[Path | bytes, str, int]],
+        inputs: list[str],
+        fresh: bool,
         host_out: Path,
         iterations: int,
         warmup: int,
+        noise: NoiseControl,
     ) -> Execution:
-        inputs = [local for local, _remote, _mode in uploads[1:]]
         start = time.perf_counter()
         try:
             push_files(self.device, uploads, timeout=self.idle_timeout_s)
@@ -277,30 +345,12 @@ class AdbBoard:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
 
-        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
-        # invocation that outlives it anyway (the kill failed, the host lost track) before the
-        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
-        backstop_s = self.timeout_s + self.idle_timeout_s / 2
-        invocation = [
-            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
-            "sh", "-c", _INVOKE, "sh",
-            RUNNER_PATH,
-            "--model", "model.pte",
-            "--input", " ".join(path.name for path in inputs),
-            "--output_path", "out",
-            "--num_executions", "1",
-            "--warm_up", str(warmup),
-            "--dump_statistics",
-        ]  # fmt: skip
-        runs: list[list[str]] = []
-        for index in range(iterations):
-            runs += [invocation, ["sh", "-c", _KEEP_STATISTICS, "sh", f"statistics_{index}.txt"]]
-        chain = [["cd", case_dir], ["rm", "-rf", "out", STATISTICS_FILE, PID_FILE],
-                 ["mkdir", "out"], *runs]
-        deadline_s = self.timeout_s * iterations
+        chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
+        deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
-        supervised = supervise(
-            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s),
+        supervised = supervise(  # its own thread, bounded by the deadline and the probes
+            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
+                                on_stderr=self._announce_cooldown, bound=False),
             self.alive, self.idle_timeout_s, deadline_s,
             lambda: self._kill_runner(case_dir), f"{self.name}: runner",
         )
@@ -312,6 +362,11 @@ class AdbBoard:
                 f"{self.name}: the run shell's setup in {case_dir} failed (exit {result.returncode}): "
                 f"{_last_line(result.stderr + result.stdout)}"
             )
+        state = parse_state(parts[0])
+        if state.cooldown and state.cooldown["waited_s"]:
+            log.warning("%s: waited %d s for the board to cool (%s -> %s °C, threshold %g °C)",
+                        self.name, state.cooldown["waited_s"], state.cooldown["start_c"],
+                        state.cooldown["end_c"], state.cooldown["threshold_c"])
         logs = tuple(parse_log(part) for part in parts[1:])
         timed_out = supervised.deadline_hit or result.returncode == BACKSTOP_STATUS
         if result.returncode != 0 and logs and not timed_out:
@@ -324,7 +379,7 @@ class AdbBoard:
         statistics: list[bytes | None] = []
         if result.returncode == 0:
             names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
-            names += [f"statistics_{i}.txt" for i in range(iterations)]
+            names += [posixpath.join(RUNS_FOLDER, str(i), STATISTICS_FILE) for i in range(iterations)]
             remotes = [posixpath.join(case_dir, name) for name in names]
             try:
                 pulled = pull_files(self.device, remotes, timeout=self.idle_timeout_s)
@@ -339,6 +394,9 @@ class AdbBoard:
                 outputs.append(local if data is not None else None)
             statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start
+        latency = _latency(logs, statistics, warmup)
+        if latency is not None:
+            latency.update(stability(latency, noise.cv_limit, state.still_hot))
         return Execution(
             exit_code=result.returncode,
             stdout=result.stdout,
@@ -347,8 +405,56 @@ class AdbBoard:
             logs=logs,
             outputs=tuple(outputs),
             timings_s={"push": round(push_s, 4), "exec": round(exec_s, 4), "pull": round(pull_s, 4)},
-            latency_ms=_latency(logs, statistics, warmup),
+            latency_ms=latency,
+            memory=_memory(artifact.pte, parts[1:] if self.measures_rss else None),
+            board_state=state.record(),
         )
+
+    def run_chain(
+        self, case_dir: str, inputs: Sequence[str], iterations: int, warmup: int, noise: NoiseControl,
+        fresh: bool = True,
+    ) -> list[list[str]]:
+        """The argument lists of a case's run shell (joined with `&&`): unless `fresh` (the
+        push has just made the folders, `folder_markers`), clean the case's folder and make
+        them; read the board's state and wait for it to cool; then one runner invocation per
+        iteration, each in its own `runs/<i>/` folder."""
+        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
+        # invocation that outlives it anyway (the kill failed, the host lost track) before the
+        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
+        backstop_s = self.timeout_s + self.idle_timeout_s / 2
+        invocation = [
+            *(PEAK_RSS if self.measures_rss else ()),
+            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
+            "sh", "-c", _INVOKE, "sh", posixpath.join(case_dir, PID_FILE),
+            RUNNER_PATH,
+            "--model", posixpath.join(case_dir, "model.pte"),
+            "--input", " ".join(inputs),
+            "--output_path", posixpath.join(case_dir, "out"),
+            "--num_executions", "1",
+            "--warm_up", str(warmup),
+            "--dump_statistics",
+        ]  # fmt: skip
+        folders = [posixpath.join(case_dir, RUNS_FOLDER, str(index)) for index in range(iterations)]
+        runs: list[list[str]] = []
+        for folder in folders:
+            runs += [["cd", folder], invocation]
+        if fresh:  # the push made the folders (`folder_markers`)
+            setup = []
+        else:
+            setup = [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out", *folders]]
+        return [
+            ["cd", case_dir],
+            *setup,
+            ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)],
+            *runs,
+        ]
+
+    def _announce_cooldown(self, chunk: bytes) -> None:
+        """Log the board's cool-down line as it arrives (the wait can take minutes)."""
+        for line in chunk.decode("utf-8", "replace").splitlines():
+            waiting = waiting_line(line)
+            if waiting is not None:
+                log.warning("%s: %s", self.name, waiting)
 
     def _kill_runner(self, case_dir: str) -> None:
         """Kill the runner of `case_dir` by the PID it recorded (InfraError when the board
@@ -388,6 +494,14 @@ class AdbBoard:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
 
 
+def folder_markers(case_dir: str, iterations: int) -> list[tuple[bytes, str, int]]:
+    """Empty files whose push makes a case's `out/` and `runs/<i>/` folders: adbd creates the
+    parents of a pushed file (`fixed_push_mkdir`), in the connection that goes up anyway, so
+    the run shell needs no `mkdir` process."""
+    folders = ["out", *(posixpath.join(RUNS_FOLDER, str(i)) for i in range(iterations))]
+    return [(b"", posixpath.join(case_dir, folder, FOLDER_MARKER), 0o644) for folder in folders]
+
+
 def _last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
@@ -411,3 +525,23 @@ def _latency(
     latency["warmup"] = warmup
     latency.update(latency_stats(samples))
     return latency
+
+
+def _memory(pte: Path, invocation_logs: Sequence[str] | None) -> dict[str, Any] | None:
+    """The `memory` record: the program's planned memory from the `.pte` (memory-planned
+    buffers, constants, delegate payloads, their sum) and the runner's peak RSS, the
+    largest over the invocations' `time -v` lines (None when the board cannot measure it
+    or no invocation reported it)."""
+    try:
+        info = read_program_file(pte)
+    except (OSError, PteError):
+        return None
+    peaks = [int(found) for text in invocation_logs or () for found in _PEAK_RSS_LINE.findall(text)]
+    return {
+        "planned_bytes": info.planned_bytes,
+        "constant_bytes": info.constant_bytes,
+        "delegate_bytes": info.delegate_bytes,
+        "program_bytes": info.planned_bytes + info.constant_bytes + info.delegate_bytes,
+        "planned_buffers": list(info.planned_buffers),
+        "peak_rss_kib": max(peaks) if peaks else None,
+    }

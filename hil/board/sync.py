@@ -1,19 +1,22 @@
 """Many files through ONE adb sync connection each way.
 
-adbutils opens a sync connection (and, for a push, a STAT first) per file; over USB every
-connection is a round trip. adbd's sync service serves requests until QUIT, so a case's
-`.pte` and inputs go up in one connection, and its outputs come down in another.
+adbutils opens a sync connection (and, for a push, a STAT before and after) per file; over
+USB every connection is a round trip. adbd's sync service serves requests until QUIT, so a
+case's `.pte` and inputs go up in one connection, and its outputs come down in another.
+The connections are hil's own (`connection.py`: no version query, no sleep on close, Nagle
+off).
 """
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import adbutils
+
+from hil.board.connection import ServiceConnection
 
 CHUNK = 64 * 1024
 """Largest DATA payload the sync protocol allows."""
@@ -30,45 +33,57 @@ def _request(command: bytes, path: str) -> bytes:
     return command + struct.pack("<I", len(encoded)) + encoded
 
 
-def _open(device: adbutils.AdbDevice, timeout: float) -> adbutils.AdbConnection:
-    connection = device.open_transport(timeout=timeout)
-    # Small writes back to back would otherwise wait for delayed ACKs (Nagle): 40 ms each.
-    connection.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    connection.send_command("sync:")
-    connection.check_okay()
-    return connection
-
-
 def push_files(
-    device: adbutils.AdbDevice, files: Sequence[tuple[Path, str, int]], timeout: float = 30.0
+    device: adbutils.AdbDevice, files: Sequence[tuple[Path | bytes, str, int]], timeout: float = 30.0
 ) -> int:
-    """Push `(local, remote, mode)` files in one sync connection; returns the bytes sent.
+    """Push `(local, remote, mode)` files in one sync connection (`local` a host file or the
+    bytes themselves); returns the bytes sent.
 
+    Every file goes out before the first acknowledgement is read (as `adb push` of several
+    files does): one wait for the board per connection, not one per file. adbd answers each
+    `DONE` in order and ends the session after a FAIL, so the first FAIL names the file.
     `timeout` is the idle timeout of every socket read and write.
     """
     total = 0
-    connection = _open(device, timeout)
-    try:
-        sock = connection.conn
-        for local, remote, mode in files:
-            pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
-            with local.open("rb") as source:
-                while chunk := source.read(CHUNK):
-                    sock.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+    with ServiceConnection(device, "sync:", timeout) as connection:
+        cut: OSError | None = None
+        try:
+            for local, remote, mode in files:
+                pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
+                for chunk in _chunks(local):
+                    connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
                     pending = b""
                     total += len(chunk)
-            sock.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
-            status = connection.read_exact(8)
+                connection.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
+        except (BrokenPipeError, ConnectionResetError) as error:
+            cut = error  # the board may have ended the session after a FAIL: read it first
+        for _local, remote, _mode in files:
+            try:
+                status = connection.read_exact(8)
+            except (EOFError, OSError):
+                if cut is not None:
+                    raise cut from None
+                raise
             if status[:4] == b"FAIL":
                 length = struct.unpack("<I", status[4:])[0]
                 message = connection.read_exact(length).decode("utf-8", "replace")
                 raise SyncFailed(f"push {remote}: {message}")
             if status[:4] != b"OKAY":
                 raise adbutils.AdbError(f"push {remote}: unexpected sync reply {status[:4]!r}")
-        sock.sendall(_request(b"QUIT", ""))
-    finally:
-        connection.close()
+        if cut is not None:
+            raise cut
+        connection.sendall(_request(b"QUIT", ""))
     return total
+
+
+def _chunks(local: Path | bytes) -> Iterator[bytes]:
+    if isinstance(local, bytes):
+        for offset in range(0, len(local), CHUNK):
+            yield local[offset : offset + CHUNK]
+        return
+    with local.open("rb") as source:
+        while chunk := source.read(CHUNK):
+            yield chunk
 
 
 def pull_files(
@@ -82,24 +97,21 @@ def pull_files(
     found: dict[str, bytes | None] = {}
     pending = list(remotes)
     while pending:
-        connection = _open(device, timeout)
-        try:
+        with ServiceConnection(device, "sync:", timeout) as connection:
             while pending:
                 remote = pending[0]
-                connection.conn.sendall(_request(b"RECV", remote))
+                connection.sendall(_request(b"RECV", remote))
                 data = _receive(connection)
                 pending.pop(0)
                 found[remote] = data
                 if data is None:
                     break  # the board closes the connection after FAIL
             else:
-                connection.conn.sendall(_request(b"QUIT", ""))
-        finally:
-            connection.close()
+                connection.sendall(_request(b"QUIT", ""))
     return found
 
 
-def _receive(connection: adbutils.AdbConnection) -> bytes | None:
+def _receive(connection: ServiceConnection) -> bytes | None:
     parts: list[bytes] = []
     while True:
         header = connection.read_exact(8)

@@ -2,6 +2,7 @@
 
 ```yaml
 suite: my_models                 # optional; default: the file's stem
+latency: {warmup: 3, iterations: 20}   # optional: hil/latency_plan.py
 cases:
   - id: tiny_mlp                 # required
     module: "my_pkg.models:make_mlp"   # required: a callable returning a torch.nn.Module
@@ -68,9 +69,9 @@ def load_manifest(path: Path) -> list[Case]:
         raise UsageError(f"{path}: not a readable YAML manifest: {first}") from exc
     if not isinstance(data, dict):
         raise where.error("top level", "expected a mapping with a 'cases' list")
-    unknown = set(data) - {"suite", "cases"}
+    unknown = set(data) - {"suite", "cases", "latency"}  # latency: hil/latency_plan.py
     if unknown:
-        raise where.error(sorted(unknown)[0], "unknown field (allowed: suite, cases)")
+        raise where.error(sorted(unknown)[0], "unknown field (allowed: suite, cases, latency)")
     suite = data.get("suite", path.stem)
     if not isinstance(suite, str) or not suite.strip():
         raise where.error("suite", "expected a non-empty string")

@@ -1,7 +1,16 @@
 """`hil compare`: regressions between a baseline run and a current run, case by case.
 
-- Latency: the case's `p50` when both runs have it, else `avg`; a regression when the current
-  value exceeds the baseline by more than the threshold (relative, default 10%).
+- Latency: the change is the case's `p50` (else `avg`, records without samples) from base to
+  new. It is a regression only when it is larger than the threshold (relative, default 10%)
+  AND larger than `--min-delta-ms` (absolute) AND significant given both runs' samples: a
+  two-sided Mann-Whitney U test (rank-sum; exact for small samples without ties, else the
+  normal approximation) with p < ALPHA. It compares whole sample sets, so one slow sample
+  or one lucky run does not decide. When either run marks the case `unstable` (its CV above
+  the limit, a board that stayed hot), the samples themselves are not trusted: the case is
+  a regression only if, on top of that, the new run's p10 is above the base's p90 (the
+  bands do not overlap); otherwise its status is `unstable`, not a guess. With fewer than
+  MIN_SAMPLES samples on a side nothing can be tested: `too few samples`
+  (run with `--latency stable`). `faster` is the same test the other way.
 - Accuracy: a verdict that went from a pass to a failure; or, per output, a max abs error that
   grew by more than the threshold and by more than a tenth of the output's `atol`, or an SQNR
   that dropped by more than SQNR_DROP_DB.
@@ -18,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from hil.errors import UsageError
+from hil.latency import mann_whitney_p, percentile
 from hil.report.results import case_key
-from hil.report.stats import latency_of
+from hil.report.stats import is_unstable, latency_of, samples_of, unstable_reasons
 from hil.report.summary import cell
 from hil.verdict import Verdict
 
@@ -29,12 +39,25 @@ ATOL_FRACTION = 0.1
 """A max abs error must also grow by more than this share of the output's atol."""
 SQNR_DROP_DB = 3.0
 """An SQNR drop (dB) beyond this is an accuracy regression (3 dB: twice the noise power)."""
+DEFAULT_MIN_DELTA_MS = 0.02
+"""A latency change smaller than this (ms) is never a regression: below what one runner
+invocation on a board resolves (scheduling and timer jitter are tens of microseconds)."""
+ALPHA = 0.01
+"""Significance level of the Mann-Whitney test. 1%, not 5%: a suite compares hundreds of
+cases, and at 5% two identical runs would show a significant difference in one case in 20."""
+MIN_SAMPLES = 3
+"""Samples a run needs for the test (with 3 against 3 the smallest exact p is 0.1; the
+`stable` profile's 30 give p-values far below ALPHA for a real shift)."""
 
 LATENCY_REGRESSION = "latency regression"
 ACCURACY_REGRESSION = "accuracy regression"
+UNSTABLE = "unstable"
+TOO_FEW = "too few samples"
 STATUS_ORDER = (
     ACCURACY_REGRESSION,
     LATENCY_REGRESSION,
+    UNSTABLE,
+    TOO_FEW,
     "undelegated",
     "error",
     "missing",
@@ -44,6 +67,14 @@ STATUS_ORDER = (
     "ok",
 )
 """Row statuses, the ones to read first first."""
+
+
+def parse_min_delta(text: str) -> float:
+    """`0.05` or `0.05ms` → 0.05 (ms); anything else is a UsageError naming `--min-delta-ms`."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*(?:ms)?\s*", text)
+    if not match:
+        raise UsageError(f"--min-delta-ms: expected milliseconds like 0.05, got {text!r}")
+    return float(match.group(1))
 
 
 def parse_threshold(text: str) -> float:
@@ -70,6 +101,8 @@ class Row:
     sqnr_db: tuple[float | None, float | None] = (None, None)
     statuses: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    p_value: float | None = None
+    """Mann-Whitney p-value of the two runs' samples, when both had enough."""
 
     @property
     def change(self) -> float | None:
@@ -99,6 +132,7 @@ class Comparison:
     threshold: float
     rows: list[Row]
     notes: list[str]
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS
 
     @property
     def regressions(self) -> list[Row]:
@@ -135,7 +169,10 @@ def _accuracy(base: dict[str, Any], new: dict[str, Any], threshold: float) -> li
     return notes
 
 
-def _compare_case(key: str, base: dict[str, Any] | None, new: dict[str, Any] | None, threshold: float) -> Row:
+def _compare_case(
+    key: str, base: dict[str, Any] | None, new: dict[str, Any] | None, threshold: float,
+    min_delta_ms: float,
+) -> Row:
     boards = [c.get("board") or "-" for c in (base, new) if c is not None]
     row = Row(
         key=key,
@@ -167,17 +204,59 @@ def _compare_case(key: str, base: dict[str, Any] | None, new: dict[str, Any] | N
         row.notes += accuracy
         if ACCURACY_REGRESSION not in row.statuses:
             row.statuses.append(ACCURACY_REGRESSION)
+    _latency(row, base, new, threshold, min_delta_ms)
+    return row
+
+
+def _band(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return percentile(ordered, 10), percentile(ordered, 90)
+
+
+def _latency(row: Row, base: dict[str, Any], new: dict[str, Any], threshold: float,
+             min_delta_ms: float) -> None:
+    """The latency status of a row (see the module docstring)."""
     for metric in ("p50", "avg"):
         old, now = latency_of(base, metric), latency_of(new, metric)
         if old is not None and now is not None:
             row.metric, row.latency_ms = metric, (old, now)
             break
     change = row.change
-    if change is not None and change > threshold:
-        row.statuses.append(LATENCY_REGRESSION)
-    elif change is not None and change < -threshold:
-        row.statuses.append("faster")
-    return row
+    if change is None:
+        return
+    old, now = row.latency_ms
+    assert old is not None and now is not None
+    slower = change > threshold and now - old > min_delta_ms
+    faster = change < -threshold and old - now > min_delta_ms
+    if not (slower or faster):
+        return
+    before, after = samples_of(base), samples_of(new)
+    if min(len(before), len(after)) < MIN_SAMPLES:
+        row.statuses.append(TOO_FEW)
+        row.notes.append(f"{change * 100:+.1f}% on {len(before)} vs {len(after)} sample(s): "
+                         "not testable (--latency stable)")
+        return
+    row.p_value = mann_whitney_p(before, after)
+    significant = row.p_value < ALPHA
+    noisy = [name for name, case in (("base", base), ("new", new)) if is_unstable(case)]
+    if not significant:
+        row.notes.append(f"p = {row.p_value:.2g}: not significant")
+        if noisy:
+            row.statuses.append(UNSTABLE)
+            row.notes += [f"{name} unstable: {'; '.join(unstable_reasons(c)) or '?'}"
+                          for name, c in (("base", base), ("new", new)) if name in noisy]
+        return
+    if noisy:
+        (low_before, high_before), (low_after, high_after) = _band(before), _band(after)
+        apart = low_after > high_before if slower else high_after < low_before
+        if not apart:
+            row.statuses.append(UNSTABLE)
+            row.notes.append(f"p = {row.p_value:.2g} but {' and '.join(noisy)} unstable and the "
+                             "p10-p90 bands overlap: not called")
+            return
+        row.notes.append(f"{' and '.join(noisy)} unstable, but the p10-p90 bands do not overlap")
+    row.notes.insert(0, f"p = {row.p_value:.2g}")
+    row.statuses.append(LATENCY_REGRESSION if slower else "faster")
 
 
 def _run_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -194,15 +273,19 @@ def _run_notes(base: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def compare_results(
-    base: dict[str, Any], new: dict[str, Any], threshold: float = DEFAULT_THRESHOLD
+    base: dict[str, Any],
+    new: dict[str, Any],
+    threshold: float = DEFAULT_THRESHOLD,
+    min_delta_ms: float = DEFAULT_MIN_DELTA_MS,
 ) -> Comparison:
     """Compare two loaded results documents case by case (by `suite.precision.id`)."""
     base_cases = {case_key(c): c for c in base.get("cases") or []}
     new_cases = {case_key(c): c for c in new.get("cases") or []}
     keys = list(dict.fromkeys([*base_cases, *new_cases]))
-    rows = [_compare_case(k, base_cases.get(k), new_cases.get(k), threshold) for k in keys]
+    rows = [_compare_case(k, base_cases.get(k), new_cases.get(k), threshold, min_delta_ms)
+            for k in keys]
     rows.sort(key=lambda r: (min(STATUS_ORDER.index(s) for s in r.statuses or ["ok"]), r.key))
-    return Comparison(base, new, threshold, rows, _run_notes(base, new))
+    return Comparison(base, new, threshold, rows, _run_notes(base, new), min_delta_ms)
 
 
 def _pair(values: tuple[Any, Any], spec: str, collapse: bool = True) -> str:
@@ -232,7 +315,9 @@ def render_markdown(comparison: Comparison, base_path: Path, new_path: Path) -> 
         _describe("base", base_path, comparison.base) + "  ",
         _describe("new", new_path, comparison.new),
         "",
-        f"Thresholds: latency +{pct} (p50, else avg); max abs error +{pct} and more than "
+        f"Thresholds: latency +{pct} (p50, else avg) and +{comparison.min_delta_ms:g} ms, "
+        f"significant by a two-sided Mann-Whitney U test on both runs' samples (p < {ALPHA:g}; "
+        f"p10 above the base's p90 when a run is unstable); max abs error +{pct} and more than "
         f"{ATOL_FRACTION:g}·atol; SQNR −{SQNR_DROP_DB:g} dB; a pass that became a failure.",
         "",
         *(f"> {cell(note)}" for note in comparison.notes),

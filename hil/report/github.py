@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from hil.report.localization import lead
 from hil.report.results import (
     cap_text,
     case_key,
@@ -70,7 +71,7 @@ def _title(case: dict[str, Any], run: dict[str, Any]) -> str:
 
 
 def _annotation(kind: str, case: dict[str, Any], run: dict[str, Any]) -> str:
-    message = one_line(clean_text(str(case.get("message") or ""))) or case["verdict"]
+    message = one_line(clean_text(lead(case, str(case.get("message") or "")))) or case["verdict"]
     detail = clean_text(str(case.get("detail") or "")).strip()
     text = _limit(f"{message}\n{detail}" if detail else message)
     return workflow_command(

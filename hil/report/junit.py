@@ -13,8 +13,9 @@ from typing import Any
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from hil.report.localization import lead
 from hil.report.results import atomic_write_text, cap_text, clean_text, describe_board, one_line
-from hil.report.stats import format_latency
+from hil.report.stats import format_board_state, format_latency, format_memory
 from hil.verdict import Verdict
 
 NO_BOARD = "no-board"
@@ -35,9 +36,10 @@ def suite_name(case: dict[str, Any]) -> str:
     return f"{case['suite']}.{case['precision']}@{case.get('board') or NO_BOARD}"
 
 
-def write_junit(results: dict[str, Any], path: Path) -> None:
-    """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically."""
-    atomic_write_text(Path(path), render_junit(results))
+def write_junit(results: dict[str, Any], path: Path, durable: bool = True) -> None:
+    """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically
+    (`durable`: see `atomic_write_text`)."""
+    atomic_write_text(Path(path), render_junit(results), durable)
 
 
 def render_junit(results: dict[str, Any]) -> str:
@@ -89,7 +91,7 @@ def _flag(value: Any) -> str:
 
 def _testcase(case: dict[str, Any], run: dict[str, Any]) -> TestCase:
     verdict = Verdict(case["verdict"])
-    message = one_line(clean_text(str(case.get("message") or "")))
+    message = one_line(clean_text(lead(case, str(case.get("message") or ""))))
     detail = cap_text(clean_text(str(case.get("detail") or ""))) or None
     timings = (case.get("timings_s") or {}).values()
     testcase = TestCase(
@@ -113,8 +115,10 @@ def _testcase(case: dict[str, Any], run: dict[str, Any]) -> TestCase:
 
 
 def _system_out(case: dict[str, Any], verdict: Verdict, message: str, run: dict[str, Any]) -> str:
-    """Board, warnings, latency and the log excerpts of one case (runner first, then UART and
-    logcat), each log capped at TEXT_CAP_BYTES and without control characters."""
+    """Board, warnings, latency, memory, board state and the log excerpts of one case
+    (runner first, then UART and logcat), each log capped at TEXT_CAP_BYTES and without
+    control characters. (The Jenkins schema allows `<properties>` on testsuites only, so a
+    case's numbers are lines here.)"""
     lines = []
     if verdict is Verdict.PASS_UNDELEGATED:
         reason = message or "ops expected on the NPU ran on the CPU"
@@ -128,6 +132,9 @@ def _system_out(case: dict[str, Any], verdict: Verdict, message: str, run: dict[
     latency = format_latency(case)
     if latency:
         lines.append(f"latency ms: {latency}")
+    for label, text in (("memory", format_memory(case)), ("board state", format_board_state(case))):
+        if text:
+            lines.append(f"{label}: {text}")
     logs = sorted((case.get("logs") or {}).items(), key=lambda item: _log_order(item[0]))
     for name, log in logs:
         if isinstance(log, str) and log:

@@ -5,7 +5,8 @@ Writing costs O(cases) over a whole run, not per case:
 
 - every finished case (and every change of the run's fields) is appended at once, as one
   JSON line, to the run's journal `results.json.journal` (one `write`, then `fdatasync`);
-- `results.json` itself is rewritten atomically (temporary file, fsync, rename) only when
+- `results.json` itself is rewritten atomically (temporary file, rename; fsync'd only by
+  `finish`: see `atomic_write_text`) only when
   the journal has grown by CHECKPOINT_GROWTH since the last rewrite (a geometric series:
   about (1 + 1/CHECKPOINT_GROWTH) times the final size written in all, and the file is
   never more than 1 - 1/(1 + CHECKPOINT_GROWTH) = 20 % of the cases behind), and when the
@@ -36,7 +37,11 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 1
+VERSION = 2
+"""The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
+cases carry `memory` and `board_state` (docs/results-json.md)."""
+READABLE_VERSIONS = (1, 2)
+"""Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
 JOURNAL_SUFFIX = ".journal"
@@ -110,22 +115,26 @@ def sanitise(value: Any) -> Any:
     return value
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
     """Replace `path` by `text` (UTF-8) so that a reader sees the old or the new file, whole:
-    a temporary file in the same folder, fsync, `os.replace`, fsync of the folder."""
+    a temporary file in the same folder, `os.replace`. `durable`: fsync the file before and
+    the folder after, so that it survives a power cut too; a run's rewrites after each case
+    skip that (about 10 ms per file here, twice per case: `scripts/bench.py`), since the
+    rename alone survives the process being killed, and the run's last writes are durable."""
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
             stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
+            if durable:
+                stream.flush()
+                os.fsync(stream.fileno())
         tmp.chmod(0o644)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    if os.name == "posix":
+    if durable and os.name == "posix":
         folder = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(folder)
@@ -271,10 +280,11 @@ class ResultsWriter:
         self._run = {**self._run, **clean}
         return self._checkpoint_if_due()
 
-    def checkpoint(self) -> None:
-        """Rewrite results.json with everything so far (status unchanged)."""
+    def checkpoint(self, durable: bool = False) -> None:
+        """Rewrite results.json with everything so far (status unchanged); `durable`: see
+        `atomic_write_text` (the run's last write is)."""
         text = _serialise(self._run, self._cases)
-        atomic_write_text(self.path, text)
+        atomic_write_text(self.path, text, durable)
         self._journal_at_checkpoint = self._journal_size
         self.checkpoints += 1
 
@@ -284,7 +294,7 @@ class ResultsWriter:
         if status not in FINAL_STATUSES:
             raise ValueError(f"run status must be one of {FINAL_STATUSES}, not {status!r}")
         self._run = {**self._run, "status": status, "finished": utc_now()}
-        self.checkpoint()
+        self.checkpoint(durable=True)
         if self._journal is not None:
             os.close(self._journal)
             self._journal = None
@@ -305,7 +315,7 @@ class ResultsWriter:
         written = os.write(self._journal, line)
         if written != len(line):  # a short write (disk full): the line is torn, say so
             raise OSError(f"{journal_path(self.path)}: short write ({written} of {len(line)} bytes)")
-        os.fdatasync(self._journal)
+        os.fdatasync(self._journal)  # an append: about 0.2 ms here, not a stall of ours
         self._journal_size += len(line)
 
 
@@ -367,8 +377,9 @@ def load_results(path: Path) -> dict[str, Any]:
     if document.get("schema") != SCHEMA:
         raise UsageError(f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}")
     version = document.get("version")
-    if isinstance(version, bool) or version != VERSION:
-        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {VERSION}")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {readable}")
     if not isinstance(document.get("run"), dict):
         raise UsageError(f"{path}: field 'run' is missing or not an object")
     if document["run"].get("status") == "running":  # its writer never finished: take the journal

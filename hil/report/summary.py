@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from hil.latency import LATENCY_KEYS
+from hil.report.localization import localized_cases, probe_rows
 from hil.report.results import (
     case_key,
     clean_text,
@@ -22,7 +22,7 @@ from hil.report.results import (
     worst_abs_error,
     worst_first,
 )
-from hil.report.stats import latency_of
+from hil.report.stats import SUMMARY_COLUMNS, summary_cells
 from hil.verdict import Verdict
 
 SUMMARY_LIMIT_BYTES = 1024 * 1024 - 1024
@@ -199,6 +199,28 @@ def _failures(cases: list[dict[str, Any]]) -> _Section | None:
     return _Section(head, rows, "failures/errors")
 
 
+def _localization(results: dict[str, Any]) -> _Section | None:
+    """Per localized case its finding, then a row per probe (board run)."""
+    cases = localized_cases(results)
+    if not cases:
+        return None
+    head = ["### Localization (first diverging op)", ""]
+    for case in cases:
+        block = case["localization"]
+        head.append(
+            f"- `{cell(case_key(case))}` on {cell(block.get('board') or '-')}: "
+            f"**{cell(block.get('message'))}** "
+            f"({block.get('board_runs', 0)} board runs, at most {block.get('max_board_runs', '-')}; "
+            f"{block.get('nodes', '-')} nodes, {block.get('clean_cut_points', '-')} clean cut points)"
+        )
+    columns = ["case", "probe", "node", "op", "module", "source", "max abs err", "SQNR dB", "verdict",
+               "delegates/delegated/undelegated"]
+    rows = [_row([f"`{cell(case_key(case))}`", *(cell(value) for value in row)])
+            for case in cases for row in probe_rows(case)]
+    head += ["", *_table_head(columns, {"probe", "max abs err", "SQNR dB"})]
+    return _Section(head, rows, "probes")
+
+
 def _total_s(case: dict[str, Any]) -> float:
     timings = (case.get("timings_s") or {}).values()
     return sum(t for t in timings if isinstance(t, (int, float)) and not isinstance(t, bool))
@@ -228,24 +250,16 @@ def _latency(cases: list[dict[str, Any]]) -> _Section | None:
     measured = [c for c in cases if c.get("latency_ms")]
     if not measured:
         return None
-    columns = ["case", "board", *LATENCY_KEYS, "n"]
-    rows = []
-    for c in measured:
-        count = (c.get("latency_ms") or {}).get("n")
-        rows.append(
-            _row(
-                [
-                    f"`{cell(case_key(c))}`",
-                    cell(c.get("board") or "-"),
-                    *(_num(latency_of(c, k)) for k in LATENCY_KEYS),
-                    str(count) if isinstance(count, int) and not isinstance(count, bool) else "-",
-                ]
-            )
-        )
+    columns = ["case", "board", *SUMMARY_COLUMNS]
+    rows = [
+        _row([f"`{cell(case_key(c))}`", cell(c.get("board") or "-"),
+              *(cell(value) for value in summary_cells(c))])
+        for c in measured
+    ]
     head = [
-        "<details><summary>Latency per case (ms)</summary>",
+        "<details><summary>Latency (ms), program memory and stability per case</summary>",
         "",
-        *_table_head(columns, set(columns[2:])),
+        *_table_head(columns, set(columns[2:-1])),
     ]
     return _Section(head, rows, "latency rows", foot=["", "</details>"])
 
@@ -279,10 +293,12 @@ def render_summary(results: dict[str, Any], limit_bytes: int = SUMMARY_LIMIT_BYT
     sections = {
         "suites": _suites(cases),
         "failures": _failures(cases),
+        "localization": _localization(results),
         "slowest": _slowest(cases),
         "latency": _latency(cases),
     }
-    priority = [s for s in (sections[k] for k in ("failures", "suites", "slowest", "latency")) if s]
+    order = ("failures", "localization", "suites", "slowest", "latency")
+    priority = [s for s in (sections[k] for k in order) if s]
     # each section's heading and "N more not shown" line first; drop the least important
     # sections when even those do not fit
     while priority and fixed + sum(_size(s.render()) for s in priority) > limit_bytes:

@@ -28,8 +28,6 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from hil.errors import UsageError
 from hil.runner.pte import ProgramInfo
 
@@ -106,6 +104,8 @@ FLOW_BACKENDS = {"enn": ENN_BACKEND, "xnnpack": XNNPACK_BACKEND, "portable": Non
 
 @functools.cache
 def _library_operators(library: str) -> frozenset[str]:
+    import yaml  # here, not at the top: the action's launcher venv (no deps) imports this module
+
     spec = importlib.util.find_spec("executorch")  # a namespace package: no __file__
     if spec is None or not spec.submodule_search_locations:
         raise UsageError("executorch is not installed: runner profiles need its kernel lists")

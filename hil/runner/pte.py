@@ -1,6 +1,11 @@
 """What a `.pte` asks of a runner, read from the program's flatbuffer without importing torch.
 
 Field numbers follow ExecuTorch's `schema/program.fbs` (shipped in the executorch wheel):
+`Program` {execution_plan 1, constant_buffer 2, backend_delegate_data 3, segments 4,
+constant_segment 5, named_data 7}; `Buffer` and `BackendDelegateInlineData` {storage / data
+0}; `DataSegment` {offset 0, size 1}; `SubsegmentOffsets` {segment_index 0};
+`NamedData` {segment_index 1}; `BackendDelegate` {processed 1} →
+`BackendDelegateDataReference` {location 0 (INLINE 0, SEGMENT 1), index 1};
 `Program.execution_plan` (1) → `ExecutionPlan` {name 0, values 2, inputs 3, outputs 4, chains 5,
 operators 6, delegates 7, non_const_buffer_sizes 8}; `EValue` {val_type 0, val 1} over the
 `KernelTypes` union; `Operator` {name 0, overload 1}; `BackendDelegate` {id 0}; `Chain`
@@ -110,6 +115,17 @@ class ProgramInfo:
     method_allocator_min_bytes: int
     """A lower bound of what `load_method` takes from the runner's 4 MB method allocator:
     the runtime's own tables only (delegates' `init` allocations come on top)."""
+    constant_bytes: int = 0
+    """Constant data outside the delegates: the inline constant buffers, the constant
+    segment and the named data segments (weights a backend looks up by key)."""
+    delegate_bytes: int = 0
+    """Method 0's delegate payloads (inline or in segments): what each backend's `init`
+    receives, weights included for XNNPACK and ENN."""
+
+    @property
+    def planned_bytes(self) -> int:
+        """The memory-planned buffers the runner allocates for activations and I/O."""
+        return sum(self.planned_buffers)
 
     def runner_limits(self) -> list[str]:
         """Why `enn_executor_runner` cannot run this method, one reason per line; empty
@@ -180,6 +196,7 @@ def _read(reader: _Reader) -> ProgramInfo:
             if reader.scalar(instruction, 0, "<B") in (_KERNEL_CALL, _DELEGATE_CALL):
                 call = reader.table(instruction, 1)
                 arguments += len(reader.ints(call, 1)) if call is not None else 0
+    constant_bytes, delegate_bytes = _data_sizes(reader, program, plan)
     minimum = (_EVALUE * len(values) + _TENSOR_IMPL * tensors + _STRIDE * dims
                + _INSTRUCTION * instructions + _ARGUMENT * arguments + _DELEGATE * len(backends))
     return ProgramInfo(
@@ -191,4 +208,78 @@ def _read(reader: _Reader) -> ProgramInfo:
         output_kinds=tuple(kind(i) for i in reader.ints(plan, 4)),
         planned_buffers=tuple(reader.ints(plan, 8, "<q")[1:]),
         method_allocator_min_bytes=minimum,
+        constant_bytes=constant_bytes,
+        delegate_bytes=delegate_bytes,
     )
+
+
+_INLINE, _SEGMENT = 0, 1
+"""`enum DataLocation` of program.fbs."""
+_EXTENDED_HEADER = b"eh00"
+"""Magic of the extended header after the file identifier (`exir/_serialize/_program.py`
+`_ExtendedHeader`: magic, length u32, program size u64, segment base offset u64)."""
+
+
+def delegate_payloads(data: bytes) -> list[tuple[str, bytes]]:
+    """Method 0's delegates as (backend id, processed payload bytes), in order; the payload is
+    what the backend's `init` receives (`Program.backend_delegate_data` inline, or a segment
+    after the flatbuffer: `Program.segments`, offsets from the extended header's segment
+    base). PteError when the file is not a program or a payload lies outside it."""
+    if len(data) < 8 or data[4:8] != b"ET12":
+        raise PteError("not an ExecuTorch program (no ET12 file identifier)")
+    reader = _Reader(data)
+    try:
+        program = reader.root()
+        plans = reader.tables(program, 1)
+        if not plans:
+            raise PteError("the program has no methods")
+        inline = reader.tables(program, 3)
+        segments = reader.tables(program, 4)
+        base = struct.unpack_from("<Q", data, 24)[0] if data[8:12] == _EXTENDED_HEADER else 0
+        payloads = []
+        for delegate in reader.tables(plans[0], 7):
+            backend = reader.string(delegate, 0)
+            reference = reader.table(delegate, 1)
+            location = reader.scalar(reference, 0, "<b") if reference is not None else _INLINE
+            index = reader.scalar(reference, 1, "<I") if reference is not None else 0
+            if location == _SEGMENT and index < len(segments):
+                offset = base + reader.scalar(segments[index], 0, "<Q")
+                size = reader.scalar(segments[index], 1, "<Q")
+                if offset + size > len(data):
+                    raise PteError(f"delegate {backend}: segment {index} lies outside the file")
+                payloads.append((backend, data[offset : offset + size]))
+            elif location == _INLINE and index < len(inline):
+                start, length = reader.vector(inline[index], 0)
+                payloads.append((backend, data[start : start + length]))
+            else:
+                raise PteError(f"delegate {backend}: no data at {location}/{index}")
+        return payloads
+    except struct.error as exc:
+        raise PteError(f"truncated or corrupt program: {exc}") from exc
+
+
+def _data_sizes(reader: _Reader, program: int, plan: int) -> tuple[int, int]:
+    """(constant bytes, method 0's delegate bytes): see ProgramInfo."""
+    segments = [reader.scalar(segment, 1, "<Q") for segment in reader.tables(program, 4)]
+
+    def segment(index: int) -> int:
+        return segments[index] if 0 <= index < len(segments) else 0
+
+    constant = sum(reader.vector(buffer, 0)[1] for buffer in reader.tables(program, 2))
+    subsegments = reader.table(program, 5)
+    if subsegments is not None and reader.vector(subsegments, 1)[1]:
+        constant += segment(reader.scalar(subsegments, 0, "<I"))
+    named = {reader.scalar(entry, 1, "<I") for entry in reader.tables(program, 7)}
+    constant += sum(segment(index) for index in named)
+    inline = [reader.vector(blob, 0)[1] for blob in reader.tables(program, 3)]
+    delegates = 0
+    for delegate in reader.tables(plan, 7):
+        processed = reader.table(delegate, 1)
+        if processed is None:
+            continue
+        location, index = reader.scalar(processed, 0, "<b"), reader.scalar(processed, 1, "<I")
+        if location == 0:
+            delegates += inline[index] if 0 <= index < len(inline) else 0
+        else:
+            delegates += segment(index)
+    return constant, delegates

@@ -17,6 +17,12 @@ Board root layout (`--root DIR`):
 Mount points for the host paths are created inside `fs/` at board start (empty folders
 such as `fs/usr`, `fs/proc`, and one for the host Python's prefix), because the sandbox's
 `/` is read-only.
+
+`fs/sys` holds the sysfs files hil reads before each case (`hil/board/thermal.py`), as a
+board has them: thermal zones (`/sys/class/thermal/thermal_zone<N>/{type,temp}`, milli-°C)
+and cpufreq policies (`/sys/devices/system/cpu/cpufreq/policy<N>/scaling_*`, kHz). The
+numbers are made up (a VIRTUAL board has no sensors): an idle board's, and under the `hot`
+fault every zone at the fault's temperature with the clocks throttled to their minimum.
 """
 
 from __future__ import annotations
@@ -52,6 +58,15 @@ LOGCAT_DEVICE_PATH = "/dev/hil/logcat"
 CONTROL_DEVICE_PATH = "/dev/hil/control"
 PROPERTIES_DEVICE_DIR = "/dev/__properties__"
 VENDOR_LIB_PATH = "/vendor/lib64/libenn_public_api_cpp.so"
+
+THERMAL_ZONES = (("BIG", 38.0), ("MID", 37.0), ("LITTLE", 36.0), ("G3D", 35.5), ("NPU", 36.5))
+"""The virtual board's thermal zones (type, idle °C), `thermal_zone0` first."""
+CPUFREQ_POLICIES = (("policy0", 400_000, 1_950_000), ("policy4", 600_000, 2_600_000),
+                    ("policy7", 800_000, 3_300_000))
+"""The virtual board's cpufreq policies (name, minimum kHz, maximum kHz); governor
+`schedutil`, running at the maximum while the board is cool."""
+THERMAL_ROOT = "sys/class/thermal"
+CPUFREQ_ROOT = "sys/devices/system/cpu/cpufreq"
 
 _HOST_READ_ONLY = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 _MAX_SYMLINK_HOPS = 40
@@ -137,6 +152,27 @@ _REBOOT = """#!/system/bin/sh
 # drops and this shell is killed, as on a real board.
 printf 'reboot %s\\n' "$*" > /dev/hil/control
 exec sleep 60
+"""
+
+_TIME = """#!/system/bin/sh
+# time stub of the hil virtual board: toybox's `time [-pv] COMMAND...` (toys/posix/time.c) for
+# what hil reads of it: with -v, `Max RSS (KiB): N` on stderr after COMMAND's own output, and
+# COMMAND's exit status. toybox takes ru_maxrss from wait4(); here the runner front is not
+# where the runner's memory is (the warm executor runs the program in the board process), so
+# the front prints the executor's measured peak itself, last, when HIL_TIME_V is set. Other
+# commands get no line; times are not printed.
+while [ $# -gt 0 ]; do
+  case $1 in
+    -v|-pv|-vp) export HIL_TIME_V=1; shift ;;
+    -p) shift ;;
+    *) break ;;
+  esac
+done
+if [ $# -eq 0 ]; then
+  echo "usage: time [-pv] COMMAND..." >&2
+  exit 1
+fi
+exec "$@"
 """
 
 _HIL_PYTHON = """#!/system/bin/sh
@@ -261,6 +297,7 @@ class Device:
             "uname": _UNAME,
             "logcat": _LOGCAT,
             "reboot": _REBOOT,
+            "time": _TIME,
             "hil-python": _HIL_PYTHON.format(python=python),
         }
         for name, text in stubs.items():
@@ -273,6 +310,24 @@ class Device:
             os.mkfifo(self.control_path, 0o600)
         self.logcat_path.touch()
         self._write_properties()
+        self.set_heat(None)
+
+    def set_heat(self, celsius: float | None) -> None:
+        """Write the sysfs thermal and cpufreq files: every zone at `celsius` with the
+        clocks at their minimum (throttled), or the idle board (None)."""
+        for index, (kind, idle_c) in enumerate(THERMAL_ZONES):
+            zone = self.fs / THERMAL_ROOT / f"thermal_zone{index}"
+            zone.mkdir(parents=True, exist_ok=True)
+            (zone / "type").write_text(kind + "\n")
+            (zone / "temp").write_text(f"{round((idle_c if celsius is None else celsius) * 1000)}\n")
+        for name, low, high in CPUFREQ_POLICIES:
+            policy = self.fs / CPUFREQ_ROOT / name
+            policy.mkdir(parents=True, exist_ok=True)
+            values = {"scaling_governor": "schedutil", "scaling_min_freq": low,
+                      "scaling_max_freq": high, "cpuinfo_max_freq": high,
+                      "scaling_cur_freq": high if celsius is None else low}
+            for file, value in values.items():
+                (policy / file).write_text(f"{value}\n")
 
     def _mirror_host_path(self, host: Path) -> None:
         """Make `fs/<host>` a mount point for a host folder, or the same symlink the host

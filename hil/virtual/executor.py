@@ -12,6 +12,7 @@ protocol is documented in `runner_front.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import logging
@@ -45,7 +46,7 @@ DEVICE_SOCKET_PATH = "/dev/socket/hil-enn-executor"
 
 # The wire protocol, documented in runner_front.py (which cannot import this module).
 _FRAME = struct.Struct("!I")
-_RESPONSE_HEADER = struct.Struct("!iiII")
+_RESPONSE_HEADER = struct.Struct("!iiIIQ")
 _MAX_REQUEST_BYTES = 1 << 20
 _REQUEST_READ_TIMEOUT_S = 30.0
 
@@ -133,10 +134,12 @@ class WarmExecutor:
         cancelled: Callable[[], bool] | None = None,
         faults: RunnerFaults | None = None,
     ) -> RunnerResult:
-        """One runner exec (argv without argv[0]), after warm-up, one at a time."""
+        """One runner exec (argv without argv[0]), after warm-up, one at a time, with its
+        peak RSS (`_peak_rss`)."""
         self._warm.wait()
         with self._run_lock:
-            return execute_request(
+            _reset_peak_rss()
+            result = execute_request(
                 argv,
                 cwd,
                 fs_root=self.fs_root,
@@ -146,6 +149,7 @@ class WarmExecutor:
                 cancelled=cancelled,
                 faults=faults,
             )
+            return dataclasses.replace(result, peak_rss_kib=_peak_rss())
 
     def __enter__(self) -> WarmExecutor:
         self.start()
@@ -195,6 +199,8 @@ class WarmExecutor:
         runner_faults = RunnerFaults(
             crash_signal=kinds["crash"].signal if "crash" in kinds else None,
             outputs_unwritable="storage-full" in kinds,
+            miscompute=tuple((f.op, f.rel) for f in faults if f.kind == "miscompute"),
+            slow_s=kinds["slow"].delay if "slow" in kinds else 0.0,
         )
         result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn), faults=runner_faults)
         if kinds.keys() & {"truncate-output", "missing-output"}:
@@ -206,6 +212,7 @@ class WarmExecutor:
             result.signal or 0,
             len(result.stdout),
             len(result.stderr),
+            result.peak_rss_kib or 0,
         )
         try:
             conn.sendall(header + result.stdout + result.stderr)
@@ -213,6 +220,29 @@ class WarmExecutor:
             log.info("runner pid %s went away before its result (%s)", pid, error)
             return
         log.debug("runner pid %s: status %d", pid, result.shell_status)
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak: writing 5 to clear_refs resets the process's VmHWM to its current
+    RSS (Linux >= 4.0, proc(5))."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError as error:
+        log.debug("peak RSS not reset: %s", error)
+
+
+def _peak_rss() -> int | None:
+    """The board process's peak RSS (KiB) since `_reset_peak_rss`: the virtual runner runs
+    the program here, on the host runtime that the board imported once, so this is the
+    runner's peak as a process would have it (the runtime included), not the front's."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
 
 
 class ExecutorHooks(Protocol):

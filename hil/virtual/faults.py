@@ -19,18 +19,29 @@ Kinds:
 | `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
-| `slow` | every adb message the board sends is delayed (state) | `delay` seconds (default 0.05) |
+| `miscompute` | a program executing op `op` (any, without `op`) returns outputs + `rel` x RMS | `op`, `rel` |
+| `slow` | every adb message the board sends (`on=exec`: every inference) is delayed (state) | `delay`, `on` |
+| `hot` | thermal zones at `temp` °C, clocks at their minimum, for `seconds` (state) | `temp`, `seconds` |
 
+`slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; `hot`
+defaults to `temp=80,seconds=30` (`seconds=0`: hot until cleared).
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
 (a sync RECV); `on=now` (control FIFO) applies a drop, freeze, reboot or panic at once.
 `path=GLOB` limits push/pull faults to device paths matching the glob;
 `after=N` lets N matching events pass first; `times=N` fires N times (default 1, 0 =
 every time). State faults hold from when they are set until `fault clear`.
+
+`miscompute` is the virtual stand-in for an NPU kernel bug in one op: the op names a program
+executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
+delegates' nodes), so prefixes of a model before the op's first use come out clean and those
+after it do not. `rel` is the added error's RMS relative to each output's (default 0.5:
+SQNR 6 dB); it fires on every runner exec (`times` 0) unless told otherwise.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import threading
 from dataclasses import dataclass
 
@@ -41,9 +52,9 @@ EVENTS = ("push", "exec", "pull")
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
-RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output")
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data")
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot")
 """Faults that hold until cleared rather than fire on an event."""
 KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
 
@@ -60,14 +71,16 @@ _KEYS = {
     "hang": {"after", "times"},
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
+    "miscompute": {"op", "rel", "after", "times"},
     "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
-    "slow": {"delay"},
+    "slow": {"delay", "on"},
     "readonly-data": set(),
+    "hot": {"temp", "seconds"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
-                  "missing-output": "exec", "storage-full": "push", "freeze": "exec",
+                  "missing-output": "exec", "miscompute": "exec", "storage-full": "push", "freeze": "exec",
                   "reboot": "exec", "panic": "exec"}
 _EVENTS_OF = {"storage-full": ("push", "exec")}
 """Events a runner or storage fault may fire on, where there is a choice."""
@@ -93,6 +106,17 @@ class Fault:
     """`panic`: the UART line."""
     delay: float = 0.05
     """`slow`: seconds added before every adb message the board sends."""
+    op: str = ""
+    """`miscompute`: the op whose presence in a program perturbs its outputs (an aten name:
+    `hardswish`, `add`, `convolution`...); empty: every program."""
+    rel: float = 0.5
+    """`miscompute`: the added error's RMS relative to each output's RMS."""
+    """`slow`: seconds added before every adb message the board sends (`on=exec`: to
+    every timed inference instead)."""
+    temp: float = 80.0
+    """`hot`: the temperature of every thermal zone (°C)."""
+    seconds: float = 30.0
+    """`hot`: how long the board stays hot once the fault is set; 0: until cleared."""
 
     @property
     def is_state(self) -> bool:
@@ -150,7 +174,53 @@ def parse_fault(spec: str) -> Fault:
         if not 0 <= delay <= 10:
             raise UsageError(f"--fault {spec!r}: delay={values['delay']!r}: seconds in [0, 10]")
         fields["delay"] = delay
+    if kind == "miscompute":
+        _miscompute_fields(spec, values, fields)
+    fields.update(_latency_fault_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]
+
+
+def _miscompute_fields(spec: str, values: dict[str, str], fields: dict[str, object]) -> None:
+    """`op`, `rel`, and `times` 0 (every exec) unless given."""
+    fields["times"] = _integer(spec, "times", values["times"]) if "times" in values else 0
+    op = values.get("op", "")
+    if "op" in values and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", op):
+        raise UsageError(f"--fault {spec!r}: op={op!r} is not an op name (e.g. hardswish)")
+    fields["op"] = op
+    if "rel" in values:
+        try:
+            rel = float(values["rel"])
+        except ValueError:
+            rel = -1.0
+        if not 0 < rel <= 100:
+            raise UsageError(f"--fault {spec!r}: rel={values['rel']!r}: a number in (0, 100]")
+        fields["rel"] = rel
+
+
+# -- latency faults (hil/board/thermal.py, `hil compare`): a hot board, a slow runner -------
+SLOW_ON = ("adb", "exec")
+"""`slow,on=adb` (the default) delays the board's adb messages; `slow,on=exec` every timed
+inference of the runner, so its latency samples grow by `delay`."""
+
+
+def _latency_fault_fields(spec: str, kind: str, values: dict[str, str]) -> dict[str, object]:
+    """The `on` of a `slow` fault and the `temp` / `seconds` of a `hot` one."""
+    fields: dict[str, object] = {}
+    if kind == "slow":
+        on = values.get("on", "adb")
+        if on not in SLOW_ON:
+            raise UsageError(f"--fault {spec!r}: on={on!r}: expected one of {', '.join(SLOW_ON)}")
+        fields["on"] = "exec" if on == "exec" else ""
+    for key, low, high in (("temp", -40.0, 150.0), ("seconds", 0.0, 86400.0)):
+        if kind == "hot" and key in values:
+            try:
+                number = float(values[key])
+            except ValueError:
+                number = low - 1
+            if not low <= number <= high:
+                raise UsageError(f"--fault {spec!r}: {key}={values[key]!r}: a number in [{low:g}, {high:g}]")
+            fields[key] = number
+    return fields
 
 
 class FaultPlan:
@@ -177,10 +247,19 @@ class FaultPlan:
             self._faults = [self._faults[i] for i in keep]
             self._seen = [self._seen[i] for i in keep]
 
-    def state(self, kind: str) -> Fault | None:
-        """The armed state fault of `kind`, if any."""
+    def state(self, kind: str, on: str = "") -> Fault | None:
+        """The armed state fault of `kind` (and `on`: `slow` has two), if any."""
         with self._lock:
-            return next((f for f in self._faults if f.kind == kind), None)
+            return next((f for f in self._faults if f.kind == kind and f.on == on), None)
+
+    def remove(self, fault: Fault) -> None:
+        """Disarm one fault (a `hot` fault whose time is up); no-op when it is gone."""
+        with self._lock:
+            for index, armed in enumerate(self._faults):
+                if armed is fault:
+                    del self._faults[index]
+                    del self._seen[index]
+                    return
 
     def fire(self, event: str, path: str = "") -> list[Fault]:
         """The faults that fire on this event (counting it for every matching fault); a
@@ -188,7 +267,9 @@ class FaultPlan:
         fired: list[Fault] = []
         with self._lock:
             for index, fault in enumerate(self._faults):
-                if fault.on != event or (path and not fnmatch.fnmatchcase(path, fault.path)):
+                if fault.is_state or fault.on != event or (
+                    path and not fnmatch.fnmatchcase(path, fault.path)
+                ):
                     continue
                 self._seen[index] += 1
                 shots = self._seen[index] - fault.after

@@ -20,11 +20,14 @@ from pathlib import Path
 from types import TracebackType
 
 from hil.errors import InfraError
-from hil.virtual.main import READY_PREFIX
+from hil.virtual.main import READY_PREFIX, WARM_LINE
 
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT = 60.0
+WARM_TIMEOUT = 180.0
+"""Longest wait for a board's executor to import ExecuTorch (a few seconds; minutes under
+heavy load); past it the board is used anyway and its first case waits."""
 _READY = re.compile(re.escape(READY_PREFIX) + r"(127\.0\.0\.1:\d+) ")
 _CONSOLE = re.compile(r" console=(\S+)")
 
@@ -112,11 +115,12 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 def start_virtual_board(
-    root: Path, chipset: str, name: str, extra_args: Sequence[str] = ()
+    root: Path, chipset: str, name: str, extra_args: Sequence[str] = (), wait_warm: bool = False
 ) -> VirtualBoardProcess:
     """Start a virtual board on a free port with its folder at `root` and `name` as its
-    serial; return once it listens. InfraError (with the board's log tail) when it exits
-    or stays silent for READY_TIMEOUT seconds."""
+    serial; return once it listens (`wait_warm`: and its executor is warm, so that the first
+    runner exec does not wait for the import). InfraError (with the board's log tail) when
+    it exits or stays silent for READY_TIMEOUT seconds."""
     root = root.resolve()
     run_dir = root / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -157,12 +161,34 @@ def start_virtual_board(
                         f"before it was ready: {_tail(log_path)}"
                     )
                 output += chunk
-    process.stdout.close()
     line = output.decode(errors="replace").splitlines()[0]
     match = _READY.match(line)
     if match is None:
+        process.stdout.close()
         VirtualBoardProcess(process, "", root).stop()
         raise InfraError(f"virtual board {name}: unexpected first line {line!r}")
     log.info("virtual board %s: %s", name, line)
+    if wait_warm and WARM_LINE not in output.decode(errors="replace"):
+        _wait_for_line(process, WARM_LINE, WARM_TIMEOUT, name)
+    process.stdout.close()
     console = _CONSOLE.search(line)
     return VirtualBoardProcess(process, match.group(1), root, console.group(1) if console else None)
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], wanted: str, timeout: float, name: str) -> None:
+    """Read the board's stdout until `wanted` (a whole line), the board exits or `timeout`
+    passes (then a warning: the board is usable, only slower at first)."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    output = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while wanted.encode() + b"\n" not in output:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not selector.select(timeout=remaining):
+                log.warning("virtual board %s: no %r line after %.0f s", name, wanted, timeout)
+                return
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                return  # exited: the caller's first use reports it
+            output += chunk

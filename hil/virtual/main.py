@@ -2,6 +2,9 @@
 
 Prints one line to stdout once it listens:
 `hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
+and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
+runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
+that line too, so that the warm-up is charged to the board's start, not to its first case.
 Everything else goes to stderr through `logging`.
 """
 
@@ -26,6 +29,7 @@ from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 log = logging.getLogger(__name__)
 
 READY_PREFIX = "hil-virtual-board ready "
+WARM_LINE = "hil-virtual-board warm"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,11 +136,20 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
         "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
+    board.when_warm(_announce_warm)
     try:
         await stop.wait()
         log.info("stopping")
     finally:
         await board.stop()
+
+
+def _announce_warm() -> None:
+    try:
+        sys.stdout.write(WARM_LINE + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # nobody reads any more (the launcher stops after the ready line unless asked)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,8 @@ exit code and the same files written. What differs, and why:
   the host runtime underneath has every kernel.
 - stderr starts with one banner line saying this runner is VIRTUAL.
 - Programs are cached by (host path, size, mtime_ns) and loaded from bytes (never mmap'd).
+- A `miscompute` fault perturbs the outputs of a program that executes its op (the op names
+  are read from the program: `program_ops.py`) before they are written.
 
 Device paths are relative to the device cwd and map to `fs_root/<path>`; a path whose host
 location (symlinks resolved) leaves `fs_root` is a missing file.
@@ -38,6 +40,7 @@ from hil.runner.contract import check_failed_message, log_line, statistics_text,
 from hil.runner.profiles import PROFILES, RunnerProfile, refusal
 from hil.runner.pte import ProgramInfo, PteError, read_program
 from hil.virtual import gflags
+from hil.virtual.program_ops import operator_base, program_op_names
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,8 @@ class RunnerResult:
     """The exit code, or None when the runner died by a signal."""
     signal: int | None = None
     """The signal that killed the runner, or None when it exited."""
+    peak_rss_kib: int | None = None
+    """The peak RSS of the exec, when the executor measured it (`executor.py`)."""
 
     @property
     def shell_status(self) -> int:
@@ -77,6 +82,11 @@ class RunnerFaults:
     """Die by this signal once the 1st inference starts (a crash while executing)."""
     outputs_unwritable: bool = False
     """The output folder's storage is full: writing an output fails."""
+    miscompute: tuple[tuple[str, float], ...] = ()
+    """(op, rel) per `miscompute` fault: a program executing `op` (any program when empty)
+    returns floating outputs + rel x their RMS (`perturb`)."""
+    slow_s: float = 0.0
+    """Added to every timed or untimed inference (a `slow,on=exec` fault): a slower program."""
 
 
 class _RunnerExit(Exception):
@@ -154,6 +164,8 @@ class LoadedProgram:
 
     program: Any
     info: ProgramInfo
+    ops: frozenset[str] = frozenset()
+    """Every op name the program executes (`program_ops.program_op_names`)."""
 
 
 class ProgramCache:
@@ -176,13 +188,42 @@ class ProgramCache:
             self._programs.move_to_end(key)
             return self._programs[key], True
         data = path.read_bytes()
-        loaded = LoadedProgram(Runtime.get().load_program(data), read_program(data))
+        loaded = LoadedProgram(Runtime.get().load_program(data), read_program(data), _op_names(data))
         for stale in [k for k in self._programs if k[0] == key[0]]:
             del self._programs[stale]
         self._programs[key] = loaded
         while len(self._programs) > self._max:
             self._programs.popitem(last=False)
         return loaded, False
+
+
+def _op_names(data: bytes) -> frozenset[str]:
+    """The program's op names; its kernels' only when a delegate payload does not decode."""
+    try:
+        return program_op_names(data)
+    except PteError as error:
+        log.warning("virtual runner: delegate ops not readable (%s): kernels only", error)
+        return frozenset(operator_base(op) for op in read_program(data).operators)
+
+
+def perturb(value: Any, rel: float) -> Any:
+    """`value` + rel x RMS(value) x (+1, -1, +1, ...) in flat order: an error whose RMS is
+    `rel` times the output's (SQNR = -20 log10(rel) dB), deterministic; non-float tensors
+    are returned unchanged."""
+    import torch
+
+    if not value.is_floating_point() or value.numel() == 0:
+        return value
+    flat = value.detach().to(torch.float64).reshape(-1)
+    rms = float(flat.pow(2).mean().sqrt()) or 1.0
+    signs = 1.0 - 2.0 * (torch.arange(flat.numel()) % 2).to(torch.float64)
+    return (flat + rel * rms * signs).to(value.dtype).reshape(value.shape)
+
+
+def _miscomputed(faults: RunnerFaults, ops: frozenset[str]) -> float | None:
+    """The relative error a `miscompute` fault adds to this program's outputs, if any."""
+    hits = [rel for op, rel in faults.miscompute if not op or op in ops]
+    return max(hits) if hits else None
 
 
 def _dtype(code: int) -> Any:
@@ -344,6 +385,8 @@ def _run(
             status = 0
         except RuntimeError as error:
             status = _status(error, 0x01)
+        if faults.slow_s:
+            time.sleep(faults.slow_s)
         return _ms(time.perf_counter() - start)
 
     # 9. warm-ups (their status is overwritten by the next run)
@@ -369,11 +412,16 @@ def _run(
     # 15. outputs: toTensor() each, written when --output_path is set
     import torch
 
+    rel = _miscomputed(faults, loaded.ops)
+    if rel is not None:
+        log.info("virtual runner: miscompute fault: %s outputs perturbed by %g", model, rel)
     for index, value in enumerate(outputs):
         console.check(isinstance(value, torch.Tensor), (348, "EValue is not a Tensor."), "isTensor()",
                       function="toTensor")
         if not flags["output_path"]:
             continue
+        if rel is not None:
+            value = perturb(value, rel)
         data = value.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
         target = posixpath.join(flags["output_path"], f"output_{index}.bin")
         written = not faults.outputs_unwritable and fs.write(target, data)

@@ -15,13 +15,16 @@ Wire protocol (unix stream socket, one request per connection, integers big-endi
 - request: a u32 length, then that many bytes of UTF-8 JSON
   ``{"argv": [...without argv[0]], "cwd": str, "pid": int}`` (non-ASCII characters are
   ``\\u`` escaped, so undecodable argv bytes travel as surrogate escapes);
-- response: 16 bytes ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32``
-  (0 when it exited), ``stdout length: u32``, ``stderr length: u32``; then the stdout
-  bytes, then the stderr bytes.
+- response: 24 bytes ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32``
+  (0 when it exited), ``stdout length: u32``, ``stderr length: u32``, ``peak RSS: u64``
+  (KiB, 0 when not measured); then the stdout bytes, then the stderr bytes.
 
 Environment (for tests on the host): ``HIL_EXECUTOR_SOCKET`` overrides the socket path
 (default ``/dev/socket/hil-enn-executor``), ``HIL_DEVICE_CWD`` the device cwd sent (default
-the real cwd).
+the real cwd). ``HIL_TIME_V=1`` (set by the virtual board's ``time -v``, which stands for
+toybox's): after the runner's output, ``Max RSS (KiB): N`` goes to stderr with the peak the
+executor measured, as toybox ``time -v`` prints it after its child (this front's own RSS is
+not the runner's: the program runs in the executor).
 
 If the executor cannot be reached the front prints one line naming the socket and exits 1.
 SIGINT, SIGTERM and SIGPIPE keep their default action (death), as for a C program.
@@ -33,7 +36,7 @@ import os
 import sys
 
 SOCKET_PATH = "/dev/socket/hil-enn-executor"
-RESPONSE_HEADER_BYTES = 16
+RESPONSE_HEADER_BYTES = 24
 
 
 def json_string(text: str) -> str:
@@ -97,6 +100,7 @@ def main() -> None:
         sig = int.from_bytes(header[4:8], "big", signed=True)
         out = _recv_exact(conn, int.from_bytes(header[8:12], "big"))
         err = _recv_exact(conn, int.from_bytes(header[12:16], "big"))
+        peak_rss_kib = int.from_bytes(header[16:24], "big")
     except OSError as error:
         sys.stderr.write(f"enn_executor_runner: hil virtual executor unreachable at {path}: {error}\n")
         sys.exit(1)
@@ -104,6 +108,8 @@ def main() -> None:
         conn.close()
     sys.stdout.buffer.write(out)
     sys.stdout.buffer.flush()
+    if os.environ.get("HIL_TIME_V") == "1" and peak_rss_kib:
+        err += f"Max RSS (KiB): {peak_rss_kib}\n".encode()
     sys.stderr.buffer.write(err)
     sys.stderr.buffer.flush()
     if sig:

@@ -24,6 +24,8 @@ import logging
 import os
 import signal
 import socket
+import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
@@ -57,6 +59,7 @@ FAULT_ACTION_TIMEOUT = 10.0
 class _Executor(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
+    def wait_warm(self, timeout: float | None = None) -> bool: ...
 
 
 class Transport:
@@ -240,6 +243,9 @@ class VirtualBoard:
         self._thawed.set()
         self._powered = True
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._cooling: set[int] = set()
+        """`hot` faults (by id) whose end is scheduled."""
+        self._ready = False
 
     async def start(self) -> None:
         """Prepare the device, start the executor and listen; the board is booted."""
@@ -269,6 +275,29 @@ class VirtualBoard:
         if self._executor is not None:
             self._executor.stop()
             self._executor = None
+
+    def when_warm(self, callback: Callable[[], None]) -> None:
+        """Call `callback` in the event loop once the executor has imported the host runtime
+        (a board's own start-up: the first case must not pay for it); a `hot` fault's time
+        counts from then. Waits in a daemon thread, so that a stop is not held up."""
+        loop = asyncio.get_running_loop()
+        executor = self._executor
+
+        def warm() -> None:
+            self._ready = True
+            self._apply_heat()
+            callback()
+
+        def wait() -> None:
+            assert executor is not None
+            executor.wait_warm()
+            with contextlib.suppress(RuntimeError):  # the loop closed: the board stopped
+                loop.call_soon_threadsafe(warm)
+
+        if executor is None:
+            warm()
+        else:
+            threading.Thread(target=wait, name="hil-board-warm", daemon=True).start()
 
     def _start_executor(self) -> _Executor | None:
         try:
@@ -341,6 +370,21 @@ class VirtualBoard:
         self.device.readonly_data = self.faults.state("readonly-data") is not None
         wrong = self.faults.state("wrong-chipset") is not None
         self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
+        self._apply_heat()
+
+    def _apply_heat(self) -> None:
+        """The `hot` fault: the sysfs thermal files at its temperature until its time is up."""
+        hot = self.faults.state("hot")
+        self.device.set_heat(hot.temp if hot is not None else None)
+        if hot is not None and hot.seconds > 0 and id(hot) not in self._cooling and self._ready:
+            self._cooling.add(id(hot))
+            asyncio.get_running_loop().call_later(hot.seconds, self._cool_down, hot)
+
+    def _cool_down(self, hot: Fault) -> None:
+        self._cooling.discard(id(hot))
+        self.faults.remove(hot)
+        log.info("fault hot: %g s are up, the board cools down", hot.seconds)
+        self._apply_heat()
 
     # -- executor hooks (called from the executor's threads) ------------------------------
     def runner_started(self, pid: int | None, cwd: str) -> list[Fault]:
@@ -348,8 +392,9 @@ class VirtualBoard:
         self.device.log(f"enn_executor_runner pid {pid}: start in {cwd}", tag="enn")
         if self.console is not None:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
+        slow = self.faults.state("slow", on="exec")
         try:
-            return self.fire_threadsafe("exec")
+            return self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []

@@ -3,6 +3,7 @@ and a PNG trend over several runs."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from PIL import Image
 
 from hil.cli import main
 from hil.errors import UsageError
-from hil.latency import latency_stats
+from hil.latency import latency_stats, stability
 from hil.report.compare import compare_results, parse_threshold
 from hil.report.results import load_results, save_results
 
@@ -57,7 +58,8 @@ def test_a_20_percent_latency_regression_exits_1_and_the_trend_png_is_drawn(
     assert "| 2.000 → 2.400 (p50) | +20.0% |" in rows["smoke.fp32.conv2d"]
     assert "**latency regression**" in rows["smoke.fp32.conv2d"]
     assert rows["smoke.fp32.linear"].endswith("| ok |")  # +5% is under the threshold
-    assert "| -20.0% |" in rows["smoke.fp32.add"] and rows["smoke.fp32.add"].endswith("| faster |")
+    assert "| -20.0% |" in rows["smoke.fp32.add"] and "| faster: p = " in rows["smoke.fp32.add"]
+    assert "| **latency regression**: p = " in rows["smoke.fp32.conv2d"]
     assert list(rows)[0] == "smoke.fp32.conv2d"  # regressions first
     assert "4 case(s): 1 latency regression, 1 faster, 2 ok" in out
     with Image.open(png) as image:
@@ -137,3 +139,87 @@ def test_bad_input_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert f"{missing}: no such results file" in capsys.readouterr().err
     assert main(["compare", str(base), str(base), str(base)]) == 3  # extra files need --plot
     assert "--plot" in capsys.readouterr().err
+
+
+def _noisy(tmp_path: Path, name: str, started: str, cases: dict[str, list[float]],
+           cv_limit: float = 0.10) -> Path:
+    """A results file whose cases have exactly these latency samples (and the stability
+    verdict a run with this CV limit gives them)."""
+    document = sample_results()
+    document["run"].update(id=name, started=started)
+    document["cases"] = []
+    for case_id, samples in cases.items():
+        latency = latency_stats(samples)
+        latency.update(stability(latency, cv_limit))
+        document["cases"].append(case("smoke", "fp32", case_id, "PASS", latency_ms=latency,
+                                      outputs=_outputs(1e-6, 120.0)))
+    path = tmp_path / f"{name}.json"
+    save_results(document, path)
+    return path
+
+
+def _lognormal(seed: int, center: float, sigma: float, count: int = 30) -> list[float]:
+    rng = random.Random(seed)
+    return [center * rng.lognormvariate(0.0, sigma) for _ in range(count)]
+
+
+def test_two_runs_of_the_same_program_are_no_regression_however_many_cases(tmp_path: Path) -> None:
+    cases = [f"op{i}" for i in range(60)]
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z",
+                  {c: _lognormal(i, 1.0, 0.05) for i, c in enumerate(cases)})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z",
+                 {c: _lognormal(1000 + i, 1.0, 0.05) for i, c in enumerate(cases)})
+    comparison = compare_results(load_results(base), load_results(new))
+    assert not comparison.regressions
+    assert all(row.status == "ok" for row in comparison.rows)
+
+
+def test_one_slow_sample_does_not_make_a_regression(tmp_path: Path) -> None:
+    steady = [1.0 + 0.001 * i for i in range(20)]
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z", {"conv": steady})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z", {"conv": [*steady[:-1], 9.0]})  # a preemption
+    (row,) = compare_results(load_results(base), load_results(new)).rows
+    assert row.status == "ok" and row.metric == "p50"
+
+
+def test_a_real_shift_is_a_regression_with_its_p_value(tmp_path: Path) -> None:
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z", {"conv": _lognormal(1, 1.0, 0.03)})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z", {"conv": _lognormal(2, 1.2, 0.03)})
+    (row,) = compare_results(load_results(base), load_results(new)).rows
+    assert row.status == "latency regression"
+    assert row.p_value is not None and row.p_value < 1e-6
+    assert row.notes[0] == f"p = {row.p_value:.2g}"
+
+
+def test_unstable_runs_say_unstable_unless_the_bands_are_apart(tmp_path: Path) -> None:
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z",
+                  {"shifted": _lognormal(1, 1.0, 0.30), "far": _lognormal(3, 1.0, 0.30)})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z",
+                 {"shifted": _lognormal(2, 1.4, 0.30), "far": _lognormal(4, 4.0, 0.05)})
+    rows = {row.key.rsplit(".", 1)[1]: row for row in
+            compare_results(load_results(base), load_results(new)).rows}
+    assert load_results(base)["cases"][0]["latency_ms"]["unstable"] is True  # cv about 0.3
+    # +40% and significant, but the spread of an unstable run covers it: not called
+    assert rows["shifted"].status == "unstable"
+    assert any("bands overlap" in note or "unstable:" in note for note in rows["shifted"].notes)
+    # four times slower: the new run's p10 is above the base's p90, noise cannot explain it
+    assert rows["far"].status == "latency regression"
+    assert "the p10-p90 bands do not overlap" in "; ".join(rows["far"].notes)
+
+
+def test_single_samples_are_too_few_to_call_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z", {"conv": [1.0]})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z", {"conv": [1.445]})  # +44.5%, one sample
+    assert main(["compare", str(base), str(new)]) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    assert "| +44.5% |" in row and "too few samples: +44.5% on 1 vs 1 sample(s)" in row
+
+
+def test_a_change_below_the_minimum_delta_is_not_a_regression(tmp_path: Path) -> None:
+    base = _noisy(tmp_path, "a", "2026-11-30T01:00:00Z", {"add": _lognormal(1, 0.010, 0.02)})
+    new = _noisy(tmp_path, "b", "2026-11-30T02:00:00Z", {"add": _lognormal(2, 0.015, 0.02)})
+    assert main(["compare", str(base), str(new)]) == 0  # +50%, but 5 µs: under 0.02 ms
+    assert main(["compare", str(base), str(new), "--min-delta-ms", "0.001"]) == 1
+    assert main(["compare", str(base), str(new), "--min-delta-ms", "fast"]) == 3

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from hil.latency import latency_stats
+from hil.latency import latency_stats, stability
 from hil.report.stats import format_latency, latency_of
 
 from . import case
@@ -52,8 +52,13 @@ def test_few_samples_keep_them_all_and_bad_ones_are_dropped() -> None:
 def test_old_and_new_latency_records_read_back() -> None:
     old = case("s", "fp32", "a", "PASS")  # init/load/first/avg from the runner statistics
     assert latency_of(old, "avg") == 0.4 and latency_of(old, "p50") is None
+    assert latency_of(old, "mean") == 0.4  # schema 1's avg is the mean
     assert format_latency(old) == "init 0.100 load 2.000 first 0.500 avg 0.400"
     new = case("s", "fp32", "b", "PASS", latency_ms=latency_stats([1.0, 2.0, 3.0]))
-    assert format_latency(new) == ("avg 2.000 trimmed 2.000 p50 2.000 p90 2.800 min 1.000 max 3.000 n 3")
+    assert format_latency(new) == (
+        "p50 2.000 p90 2.800 p99 2.980 mean 2.000 trimmed 2.000 std 1.000 min 1.000 max 3.000 "
+        "cv 0.500 n 3")
+    new["latency_ms"].update(stability(new["latency_ms"], 0.10, "board still at 70 °C"))
+    assert format_latency(new).endswith("n 3 UNSTABLE (cv 0.500 above the limit 0.1; board still at 70 °C)")
     assert format_latency(case("s", "fp32", "c", "SKIP", latency_ms=None)) == ""
     assert latency_of(case("s", "fp32", "d", "PASS", latency_ms={"avg": True}), "avg") is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hil.latency import latency_stats
+from hil.latency import latency_stats, stability
 from hil.report.summary import SUMMARY_LIMIT_BYTES, render_summary
 
 from . import case, sample_results
@@ -50,10 +50,19 @@ def test_latency_table_copes_with_old_and_new_records() -> None:
         case("s", "fp32", "new", "PASS", latency_ms=latency_stats([1.0, 2.0, 3.0, 4.0])),
         case("s", "fp32", "none", "PASS", latency_ms=None),
     ]
-    rows = [line for line in render_summary(results).split("\n") if line.startswith("| `s.fp32.")]
-    latency = {row.split("`")[1]: row for row in rows if row.count("|") == 10}
-    assert latency["s.fp32.old"].endswith("| 0.400 | - | - | - | - | - | - |")
-    assert latency["s.fp32.new"].endswith("| 2.500 | 2.500 | 2.500 | 3.700 | 1.000 | 4.000 | 4 |")
+    results["cases"][1]["latency_ms"].update(stability(results["cases"][1]["latency_ms"], 0.10))
+    results["cases"][1]["memory"] = {"program_bytes": 2048, "peak_rss_kib": 10240}
+    text = render_summary(results)
+    assert "| case | board | init | load | first | p50 | p90 | p99 | mean | trimmed | std | cv | n |" in text
+    rows = [line for line in text.split("\n") if line.startswith("| `s.fp32.")]
+    latency = {row.split("`")[1]: row for row in rows if row.count("|") == 17}
+    # schema 1: the runner's numbers, avg read as the mean; no samples, so no verdict
+    assert latency["s.fp32.old"].endswith(
+        "| 0.100 | 2.000 | 0.500 | - | - | - | 0.400 | - | - | - | - | - | - | - |")
+    # 1 2 3 4: std 1.291, cv 0.516 > 0.10: unstable
+    assert latency["s.fp32.new"].endswith(
+        "| - | - | - | 2.500 | 3.700 | 3.970 | 2.500 | 2.500 | 1.291 | 0.516 | 4 | 2.0 | 10.0 | "
+        "UNSTABLE: cv 0.516 above the limit 0.1 |")
     assert "s.fp32.none" not in latency
 
 

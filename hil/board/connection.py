@@ -1,0 +1,141 @@
+"""hil's own connections to a board's adb services: one socket each, Nagle off, closed at once.
+
+adbutils stays for what it does well: the adb server's host services (`connect`,
+`disconnect`, `devices`, `get-state`, reboots). The per-case traffic (a case's sync
+connections and its run shell, every `AdbBoard.shell`) bypasses it, because on that path
+adbutils 2.12 spends more time of its own than a small case costs on a USB 2 board
+(reference/adb-protocol.md item 11, measured in `scripts/bench.py`):
+
+- `AdbDevice.open_transport()` first asks the server for its version (`host:version`) on a
+  connection of its own, on every call, to choose between `host:tport:` and
+  `host:transport:` (`adbutils/_device_base.py`);
+- `AdbConnection.close()` does `shutdown(SHUT_WR)` and then `time.sleep(0.01)`, so each of
+  those two connections costs 10 ms of sleep;
+- its sockets keep Nagle's algorithm on: two small writes in a row (a sync `DATA` then its
+  `DONE`) wait for the peer's delayed ACK, up to 40 ms.
+
+The adb server keeps Nagle on at its end of the client's socket, so two small replies in a
+row (the acknowledgements of two pushed files, a shell's last output packet and its exit
+packet) wait for this side's ACK of the first, which Linux delays up to 40 ms while the
+client only reads. `TCP_QUICKACK` before each read makes the ACK immediate (Linux only; it
+does not stick, hence before every read).
+
+Here `host:transport:SERIAL` (every server version understands it) is sent on the service's
+own connection, `TCP_NODELAY` is set, and `close()` closes: the adb server sees the end of
+the stream at once either way (a FIN, or an RST when the board sent bytes nobody read) and
+closes the device stream. Failures raise what adbutils raises on the same path (`AdbError`
+for a refused request, `EOFError` for a connection cut mid-message, `TimeoutError` for an
+idle socket), so callers catch one set of errors (`hil.board.adb.ADB_ERRORS`).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable
+
+import adbutils
+
+SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 1, 2, 3
+"""Shell v2 packet ids (reference/adb-protocol.md)."""
+_RECV_SIZE = 256 * 1024
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
+def _server_of(device: adbutils.AdbDevice) -> tuple[str, int]:
+    """The adb server the device belongs to. adbutils keeps its client in a private
+    attribute and has no accessor for it; the host and port are public on the client."""
+    client = device._client  # noqa: SLF001 - see above
+    return client.host, client.port
+
+
+class ServiceConnection:
+    """One connection to a device service through its adb server (a context manager)."""
+
+    def __init__(self, device: adbutils.AdbDevice, service: str, timeout: float) -> None:
+        """Open `service` (`sync:`, `shell,v2:CMD`) on `device`; `timeout` bounds the
+        connect and then every single read and write (an idle timeout, not a deadline)."""
+        self._buffer = bytearray()
+        self.sock = socket.create_connection(_server_of(device), timeout=timeout)
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if device.serial:
+                self._request(f"host:transport:{device.serial}")
+            else:
+                self._request(f"host:transport-id:{device._transport_id}")  # noqa: SLF001
+            self._request(service)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _request(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self.sock.sendall(b"%04x" % len(data) + data)
+        status = self.read_exact(4)
+        if status == b"OKAY":
+            return
+        if status == b"FAIL":
+            length = int(self.read_exact(4), 16)
+            raise adbutils.AdbError(self.read_exact(length).decode("utf-8", "replace"))
+        raise adbutils.AdbError(f"{text.split(':')[0]}: unexpected adb server reply {status!r}")
+
+    def sendall(self, data: bytes) -> None:
+        """Write all of `data`."""
+        self.sock.sendall(data)
+
+    def read_exact(self, size: int) -> bytes:
+        """Exactly `size` bytes; EOFError when the connection ends first."""
+        while len(self._buffer) < size:
+            if _QUICKACK is not None:
+                self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+            chunk = self.sock.recv(max(size - len(self._buffer), _RECV_SIZE))
+            if not chunk:
+                raise EOFError(f"Expected {size} bytes, got {len(self._buffer)}")
+            self._buffer += chunk
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def close(self) -> None:
+        """Close the socket now (no shutdown-and-sleep: see the module docstring)."""
+        self.sock.close()
+
+    def __enter__(self) -> ServiceConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def shell_v2(
+    device: adbutils.AdbDevice,
+    command: str,
+    timeout: float,
+    on_stderr: Callable[[bytes], None] | None = None,
+) -> adbutils.ShellReturn:
+    """Run `command` through adbd's shell v2 service: stdout, stderr and the real exit
+    status, as `adbutils.AdbDevice.shell2(command, v2=True)` returns them. `on_stderr`
+    sees each stderr packet as it arrives."""
+    stdout, stderr, output = bytearray(), bytearray(), bytearray()
+    status = None
+    with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
+        while status is None:
+            kind, length = struct.unpack("<BI", connection.read_exact(5))
+            data = connection.read_exact(length) if length else b""
+            if kind == SHELL_STDOUT:
+                stdout += data
+                output += data
+            elif kind == SHELL_STDERR:
+                stderr += data
+                output += data
+                if on_stderr is not None:
+                    on_stderr(data)
+            elif kind == SHELL_EXIT and data:
+                status = data[0]
+    return adbutils.ShellReturn(
+        command=command,
+        returncode=status,
+        output=output.decode("utf-8", "replace"),
+        stderr=stderr.decode("utf-8", "replace"),
+        stdout=stdout.decode("utf-8", "replace"),
+    )
