@@ -172,15 +172,6 @@ def parse_fault(spec: str) -> Fault:
         if not values["text"].isprintable():
             raise UsageError(f"--fault {spec!r}: text must be printable")
         fields["text"] = values["text"]
-    if kind == "noise":
-        try:
-            rel = float(values.get("rel", "nan"))
-        except ValueError:
-            rel = float("nan")
-        if not 0 < rel <= 100:
-            raise UsageError(f"--fault {spec!r}: rel={values.get('rel', '?')}: a multiple of the "
-                             "output's standard deviation in (0, 100] is required")
-        fields["rel"] = rel
     if "delay" in values:
         try:
             delay = float(values["delay"])
