@@ -314,7 +314,6 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
 
     from hil.report.console import render_table
     from hil.report.github import in_github_actions
-    from hil.report.junit import write_junit
     from hil.report.progress import make_progress
     from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
     from hil.report.thirdparty import third_party_to_file
@@ -366,13 +365,9 @@ def _run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], t
             the_run.execute()
     except KeyboardInterrupt:
         interrupted = True
-    except UsageError:
-        write_junit(the_run.writer.document, options.junit_path)  # valid, with no case
-        raise
     finally:
-        progress.close()
-    results = the_run.writer.document
-    write_junit(results, options.junit_path)
+        progress.close()  # the run wrote results.json and JUnit on its way out, however it ended
+    results = the_run.writer.current()
     render_table(results)
     if localize:
         _report_localizations(results, args.plot)

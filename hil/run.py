@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import gc
 import logging
 import os
 import posixpath
@@ -51,7 +52,15 @@ ATTEMPT_LOG_CHARS = 8192
 
 QUARANTINE_AFTER = 2
 """Consecutive infrastructure errors after which a board is taken out of the run, even when
-the recovery ladder brought it back each time."""
+the recovery ladder brought it back each time (it then gets a health check later)."""
+PROBATION_S = 30.0
+"""How long a board quarantined for infrastructure errors in a row stays out before its
+health check; doubled for each later quarantine of the same board and each failed check."""
+HEALTH_CHECKS = 3
+"""Failed health checks in a row after which a quarantined board stays out of the run."""
+GOOD_STREAK = 10
+"""Cases in a row without an infrastructure error after which a board's earlier quarantines
+no longer lengthen the next one."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +256,7 @@ class Run:
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.writer = ResultsWriter(options.results_path, self.meta)
         options.junit_path.parent.mkdir(parents=True, exist_ok=True)
-        write_junit(self.writer.document, options.junit_path)
+        write_junit(self.writer.current(), options.junit_path)
         self._lock = threading.Lock()
         self._queue: queue.Queue[_Work] = queue.Queue()
         self._pending = 0
@@ -263,28 +272,58 @@ class Run:
         self.servers = BoardServers(options.adb_server)
         """The adb servers of the boards (hil's private one, labs')."""
         self._leases: dict[str, Lease] = {}
-        self.records: list[dict[str, Any]] = []
-        self._quarantined: dict[str, str] = {}
-        """Quarantined board name -> why."""
+        self._unreachable: set[str] = set()
+        """Boards whose recovery ladder ran out: nothing to clean up on them."""
+        self._probation: set[str] = set()
+        """Quarantined boards waiting for their health check (they may come back)."""
         self.lowered_from_cache = 0
 
     # -- results ------------------------------------------------------------------------
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The finished cases so far, as written to results.json (one copy in memory)."""
+        return self.writer.cases
+
     def _record(self, record: dict[str, Any]) -> None:
+        """Journal a finished case at once; JUnit is re-rendered when results.json was
+        (hil.report.results: O(cases) over the run), and by `_close` at the end."""
         with self._lock:
             if self._stop.is_set():
                 return  # interrupted: a case cut short by the stop is not a result
-            self.records.append(record)
-            self.writer.add(record)
-            # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
-            write_junit(self.writer.document, self.options.junit_path, durable=False)
+            if self.writer.add(record):
+                # valid after any stop; durable at the end (hil/report/results.atomic_write_text)
+                self._write_junit(durable=False)
             if self.on_record is not None:
                 self.on_record(record)
+
+    def _write_junit(self, durable: bool = True) -> None:
+        write_junit(self.writer.current(), self.options.junit_path, durable)
+        # junit-xml pretty-prints through a minidom tree, a web of reference cycles as large
+        # as the run: collected now, it does not wait for a full collection while the
+        # process's memory keeps its high-water mark
+        gc.collect()
+
+    def _close(self, status: str | None) -> None:
+        """The run ends: no board thread records any more; results.json gets every case
+        (and `status`, or stays `running` when hil itself failed), then JUnit."""
+        with self._lock:
+            self._stop.set()
+            began = time.perf_counter()
+            if status is None:
+                self.writer.checkpoint()
+            else:
+                self.writer.finish(status)
+            results_s = time.perf_counter() - began
+            self._write_junit()
+            log.info("results: %d cases written in %.2f s (results.json %.2f s, JUnit %.2f s)",
+                     len(self.records), time.perf_counter() - began, results_s,
+                     time.perf_counter() - began - results_s)
 
     # -- the run ------------------------------------------------------------------------
     def execute(self) -> list[dict[str, Any]]:
         """Run every case; returns the case records (also written to results.json)."""
         if not self.options.cases:  # an empty shard: no adb server, no boards
-            self.writer.finish("complete")
+            self._close("complete")
             return self.records
         with ExitStack() as stack:
             stack.enter_context(self.servers)  # keepers closed before any server stops
@@ -311,18 +350,17 @@ class Run:
                     for thread in threads:
                         thread.join(timeout=0.2)
                 self._fail_leftovers("no usable board left to run it")
-                self.writer.finish("complete")
+                self._close("complete")
             except KeyboardInterrupt:
-                with self._lock:  # no board thread may write after this
-                    self._stop.set()
-                    self.writer.finish("interrupted")
-                raise
+                self._close("interrupted")  # before the boards and servers stop: no board
+                raise                        # thread may write after this
             except UsageError:
-                with self._lock:
-                    self._stop.set()
-                    self.writer.finish("refused")
+                self._close("refused")
                 for thread in threads:  # they clean their boards up before the boards stop
                     thread.join(timeout=self.options.idle_timeout_s)
+                raise
+            except BaseException:  # a bug in hil: every finished case is written all the same
+                self._close(None)
                 raise
         return self.records
 
@@ -373,7 +411,7 @@ class Run:
                                 detail=lowering.detail)
                 )
                 continue
-            if not self._live_boards:
+            if not self._live_boards and not self._probation:
                 self._record(
                     case_record(case, verdict=Verdict.ERROR_INFRA.value,
                                 message="no usable board (every board failed to start or was quarantined)")
@@ -444,7 +482,7 @@ class Run:
             self._release_lease(name)
             with self._lock:
                 self._live_boards.discard(name)
-            if self._quarantined.get(name) != RECOVERY_FAILED:  # a dead board has nothing to clean
+            if name not in self._unreachable:  # a dead board has nothing to clean
                 board.cleanup()
             if board.console is not None:
                 board.console.close()
@@ -589,16 +627,23 @@ class Run:
 
     def _work_loop(self, board: Any) -> None:
         """Run cases on `board`; after an infrastructure error, retry the case (elsewhere
-        when possible) and climb the recovery ladder; leave when the board is quarantined."""
+        when possible) and climb the recovery ladder. A board whose ladder runs out, or that
+        failed QUARANTINE_AFTER times in a row, is quarantined (`_quarantine`): it may come
+        back after a health check."""
         from hil.board.recovery import Rung, first_rung
 
         consecutive_infra = 0
+        quarantines = 0
+        good = 0
         while (work := self._next_work(board.name)) is not None:
             started = _now_ms()
             record, error = self._run_on(board, work)
             record.update(started=started, finished=_now_ms())
             if error is None:
                 consecutive_infra = 0
+                good += 1
+                if good >= GOOD_STREAK:
+                    quarantines = 0
                 # a known failure on numbers (XFAIL) is localized too: its cause is the point
                 failed_on = record.get("actual_verdict", record["verdict"])
                 if self.options.localize and failed_on == Verdict.FAIL_MISMATCH.value:
@@ -606,9 +651,11 @@ class Run:
                 self._finish(record)
                 continue
             consecutive_infra += 1
+            good = 0
             if len(work.tried_on) <= self.options.retries:
                 work.history.append(
                     {"board": board.name, "verdict": record["verdict"], "message": record["message"],
+                     "started": started, "finished": record["finished"],
                      "logs": {name: text[-ATTEMPT_LOG_CHARS:] for name, text in record["logs"].items()}}
                 )
                 self._queue.put(work)
@@ -617,14 +664,106 @@ class Run:
             if self._stop.is_set():
                 return  # interrupted: no recovery, the run is ending
             recovery = self._recoveries[board.name]
-            rung = recovery.recover(first_rung(error))
+            start = first_rung(error)
+            log.warning("%s: infrastructure error; recovery starts at %s", board.name, start.value)
+            rung = recovery.recover(start)
             self._note_recovery(board.name, recovery.history)
             if rung is Rung.QUARANTINED or consecutive_infra >= QUARANTINE_AFTER:
-                why = (f"{consecutive_infra} infrastructure errors in a row"
-                       if rung is not Rung.QUARANTINED else RECOVERY_FAILED)
-                log.error("%s: quarantined for the rest of the run (%s)", board.name, why)
-                self._note_recovery(board.name, recovery.history, quarantined=why)
-                return
+                quarantines += 1
+                why = (RECOVERY_FAILED if rung is Rung.QUARANTINED
+                       else f"{consecutive_infra} infrastructure errors in a row")
+                if not self._quarantine(board, recovery, why, rung is not Rung.QUARANTINED, quarantines):
+                    return
+                consecutive_infra = 0
+
+    def _quarantine(
+        self, board: Any, recovery: Any, why: str, reachable: bool, quarantines: int
+    ) -> bool:
+        """Take `board` out of the run. While other boards carry the run or may come back, or
+        when it still answers (`reachable`), it sits out PROBATION_S (doubled per earlier
+        quarantine since its last GOOD_STREAK, and per failed check), then gets a health
+        check: True when it passed and the board is back. False when it is out for good:
+        HEALTH_CHECKS checks failed, the run has no work left for it, or its ladder ran out
+        while no other board was live or on probation (nobody waits for a dead last board:
+        the run reports what is left)."""
+        name = board.name
+        with self._lock:
+            others_live = bool((self._live_boards | self._probation) - {name})
+            self._live_boards.discard(name)
+            if not reachable:
+                self._unreachable.add(name)
+        if not reachable and not others_live:
+            log.error("%s: quarantined for the rest of the run (%s)", name, why)
+            self._note_recovery(name, recovery.history, quarantined=why)
+            return False
+        wait_s = PROBATION_S * 2 ** (quarantines - 1)
+        log.error("%s: quarantined (%s); health check in %g s", name, why, wait_s)
+        self._note_recovery(name, recovery.history, quarantined=why)
+        with self._lock:
+            self._probation.add(name)
+        out_since = time.monotonic()
+        try:
+            for _check in range(HEALTH_CHECKS):
+                if not self._sit_out(wait_s):
+                    return False  # the run is over, or has nothing left for this board
+                problem = self._health_problem(board, recovery)
+                self._note_probation(name, why, time.monotonic() - out_since, problem)
+                if problem is None:
+                    log.warning("%s: back in the run (health check passed after %.0f s out)",
+                                name, time.monotonic() - out_since)
+                    with self._lock:
+                        self._live_boards.add(name)
+                    return True
+                log.error("%s: health check failed: %s", name, problem)
+                wait_s *= 2
+            why = f"{why}; {HEALTH_CHECKS} health checks failed"
+            log.error("%s: quarantined for the rest of the run (%s)", name, why)
+            self._note_recovery(name, recovery.history, quarantined=why)
+            return False
+        finally:
+            with self._lock:
+                self._probation.discard(name)
+
+    def _sit_out(self, seconds: float) -> bool:
+        """Wait `seconds`; False as soon as the run stops or no case is left to run."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._stop.wait(0.2):
+                return False
+            with self._lock:
+                if self._lowering_done.is_set() and self._pending == 0:
+                    return False
+        return True
+
+    def _health_problem(self, board: Any, recovery: Any) -> str | None:
+        """Why `board` is not fit to take cases again, or None: the recovery ladder must
+        bring it back (HEALTHY), and it must take the run's workdir and runner again and let
+        a file be written there."""
+        from hil.board.recovery import Rung
+
+        back = recovery.recover(Rung.RECONNECT) is Rung.HEALTHY
+        with self._lock:
+            (self._unreachable.discard if back else self._unreachable.add)(board.name)
+        if not back:
+            return f"{RECOVERY_FAILED} ({recovery.history[-1].message})"
+        try:
+            board.prepare()
+            board.check_writable()
+        except InfraError as exc:
+            return str(exc)
+        return None
+
+    def _note_probation(self, name: str, why: str, out_s: float, problem: str | None) -> None:
+        """A health check of a quarantined board in results.json (`run.boards[].probation`)."""
+        with self._lock:
+            for entry in self.meta["boards"]:
+                if entry.get("name") == name:
+                    entry.setdefault("probation", []).append(
+                        {"why": why, "out_s": round(out_s, 1),
+                         "health_check": problem or "passed", "back": problem is None})
+                    if problem is None:
+                        entry.pop("quarantined", None)
+            self.writer.update_run(boards=self.meta["boards"])
 
     def _localize(self, board: Any, work: _Work, outputs: list[dict[str, Any]]) -> dict[str, Any]:
         """The case's `localization` block: its graph bisected on `board` (hil/localize).
@@ -674,7 +813,6 @@ class Run:
                     ]
                     if quarantined:
                         entry["quarantined"] = quarantined
-                        self._quarantined[name] = quarantined
             self.writer.update_run(boards=self.meta["boards"])
 
     def _finish(self, record: dict[str, Any]) -> None:

@@ -252,6 +252,15 @@ class AdbBoard:
             log.info("%s: no working `time -v`: the runner's peak RSS is not measured", self.name)
         return info
 
+    def check_writable(self) -> None:
+        """InfraError unless a file can be created and removed in the run's workdir (a
+        board whose `/data` went read-only answers every other check)."""
+        probe = posixpath.join(self.workdir, ".hil-health")
+        result = self.shell(["touch", probe], ["rm", "-f", probe])
+        if result.returncode != 0:
+            raise InfraError(f"{self.name}: cannot write in {self.workdir}: "
+                             f"{_last_line(result.stderr + result.stdout)}")
+
     def runner_sha256(self) -> str | None:
         """sha256 of the runner installed on the board; None when there is none."""
         result = self.shell(["sha256sum", RUNNER_PATH])

@@ -9,7 +9,9 @@ guards here:
 - `supervise(fn, alive, idle_s, deadline_s, on_deadline)` for a runner, which may stay
   silent for minutes: while it runs, `alive()` probes the board on the side; no successful
   probe for `idle_s` means the board froze (`BoardSilent`), and at `deadline_s`
-  `on_deadline()` kills the runner (a timeout of the model, not of the board).
+  `on_deadline()` kills the runner (a timeout of the model, not of the board). The kill runs
+  on the side too: a board that froze at the deadline is still found silent after `idle_s`,
+  not after the kill's own time limit.
 
 A call that overruns is abandoned in its daemon thread; it ends when its socket times out
 or when recovery drops the board's connection.
@@ -90,8 +92,9 @@ def supervise(
 ) -> Supervised[T]:
     """Run `fn` while probing the board with `alive()` (which raises InfraError when the
     board does not answer). At `deadline_s`, `on_deadline()` runs once (it kills the
-    runner); `fn` must then return within `idle_s`. BoardSilent when no probe succeeded
-    for `idle_s`; exceptions of `fn` and `on_deadline` propagate."""
+    runner) in its own thread; once it has returned, `fn` must return within `idle_s`.
+    BoardSilent when no probe succeeded for `idle_s`; exceptions of `fn` and `on_deadline`
+    propagate."""
     start = time.monotonic()
     call = _Call(fn, f"hil {what}")
     lock = threading.Lock()
@@ -99,6 +102,7 @@ def supervise(
     last_error = ""
     probe: _Call[None] | None = None
     probe_started = 0.0
+    kill: _Call[None] | None = None
     killed_at: float | None = None
 
     def probe_once(started: float) -> None:
@@ -114,9 +118,11 @@ def supervise(
 
     while not call.done.wait(_TICK_S):
         now = time.monotonic()
-        if deadline_s is not None and killed_at is None and now - start >= deadline_s:
-            on_deadline()
-            killed_at = now = time.monotonic()
+        if deadline_s is not None and kill is None and now - start >= deadline_s:
+            kill = _Call(on_deadline, f"hil kill {what}")
+        if kill is not None and killed_at is None and kill.done.is_set():
+            kill.result()  # its exception propagates
+            killed_at = now
             with lock:
                 last_alive = max(last_alive, now)  # on_deadline reached the board
         if killed_at is not None and now - killed_at > idle_s:
@@ -131,4 +137,4 @@ def supervise(
         if due and (probe is None or probe.done.is_set()):
             probe_started = now
             probe = _Call(lambda started=now: probe_once(started), f"hil probe {what}")
-    return Supervised(call.result(), killed_at is not None)
+    return Supervised(call.result(), kill is not None)

@@ -2,7 +2,8 @@
 
 A fault SPEC is `KIND[,key=value...]`, given with `hil virtual-board --fault SPEC`
 (repeatable) or at run time as a line `fault SPEC` written to the board's control FIFO
-`ROOT/run/control` (`fault clear` removes every fault). Kinds:
+`ROOT/run/control` (`fault clear` removes every fault, `fault clear KIND` those of one kind).
+Kinds:
 
 | kind | what happens | keys |
 |---|---|---|
@@ -259,11 +260,12 @@ class FaultPlan:
             self._faults.append(fault)
             self._seen.append(0)
 
-    def clear(self) -> None:
-        """Disarm every fault."""
+    def clear(self, kind: str | None = None) -> None:
+        """Disarm every fault, or every fault of `kind`."""
         with self._lock:
-            self._faults.clear()
-            self._seen.clear()
+            keep = [i for i, fault in enumerate(self._faults) if kind is not None and fault.kind != kind]
+            self._faults = [self._faults[i] for i in keep]
+            self._seen = [self._seen[i] for i in keep]
 
     def state(self, kind: str, on: str = "") -> Fault | None:
         """The armed state fault of `kind` (and `on`: `slow` has two), if any."""

@@ -11,7 +11,7 @@ a reboot drops every transport, stops listening for `reboot_seconds`, listens ag
 `sys.boot_completed=0` and sets it to 1 `BOOT_COMPLETED_DELAY` seconds later.
 It also owns the UART (`console.py`), the power switch (`power on|off|cycle`) and the
 injected faults (`faults.py`): requests arrive as lines on the control FIFO
-`ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear`, `console TEXT`, `power ...`).
+`ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`, `power ...`).
 """
 
 from __future__ import annotations
@@ -361,9 +361,9 @@ class VirtualBoard:
         self.faults.add(fault)
         self._apply_state_faults()
 
-    def clear_faults(self) -> None:
-        """Disarm every fault; a frozen board stays frozen until rebooted."""
-        self.faults.clear()
+    def clear_faults(self, kind: str | None = None) -> None:
+        """Disarm every fault (or those of `kind`); a frozen board stays frozen until rebooted."""
+        self.faults.clear(kind)
         self._apply_state_faults()
 
     def _apply_state_faults(self) -> None:
@@ -516,14 +516,14 @@ class VirtualBoard:
             self._control(line.decode(errors="replace"))
 
     def _control(self, line: str) -> None:
-        """One control request: `reboot [WHY]`, `fault SPEC`, `fault clear`,
+        """One control request: `reboot [WHY]`, `fault SPEC`, `fault clear [KIND]`,
         `console TEXT`, `power on|off|cycle`."""
         command, _, rest = line.strip().partition(" ")
         rest = rest.strip()
         if command == "reboot":
             self.request_reboot(" ".join(["reboot command", rest]).strip())
-        elif command == "fault" and rest == "clear":
-            self.clear_faults()
+        elif command == "fault" and rest.split(" ")[0] == "clear":
+            self.clear_faults(rest.removeprefix("clear").strip() or None)
         elif command == "fault":
             try:
                 self.add_fault(rest)

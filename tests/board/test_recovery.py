@@ -69,3 +69,23 @@ def test_supervise_declares_a_silent_board_frozen_before_the_deadline(probe: str
     with pytest.raises(BoardSilent, match="did not answer for 1.5 s"):
         supervise(lambda: never.wait(30), alive, idle_s=1.5, deadline_s=30,
                   on_deadline=on_deadline, what="runner")
+
+
+def test_a_board_frozen_at_the_deadline_is_found_silent_while_the_kill_hangs() -> None:
+    never, kill_released = threading.Event(), threading.Event()
+    kills = []
+
+    def kill() -> None:  # the kill's shell on a frozen board: stuck until its own time limit
+        kills.append("started")
+        kill_released.wait(10)
+
+    def alive() -> None:
+        raise InfraError("device offline")
+
+    try:
+        with pytest.raises(BoardSilent, match="did not answer for 1 s"):
+            supervise(lambda: never.wait(10), alive, idle_s=1.0, deadline_s=0.3,
+                      on_deadline=kill, what="runner")
+        assert kills == ["started"] and not kill_released.is_set()  # not waited for
+    finally:
+        kill_released.set()

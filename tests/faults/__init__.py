@@ -4,9 +4,12 @@ Helpers shared by the matrix (`test_matrix.py`) and the interruption tests."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -18,7 +21,9 @@ import yaml
 
 from hil.board.inventory import load_inventory
 from hil.cases import load_suite
-from hil.lower.cache import default_cache_dir
+from hil.cases.case import Case
+from hil.lower.cache import ArtifactCache, cache_key, default_cache_dir
+from hil.lower.pool import lower_cases
 from hil.run import Run, RunOptions
 from hil.virtual.launcher import VirtualBoardProcess
 
@@ -54,17 +59,36 @@ def board_entry(name: str, board: VirtualBoardProcess, console: Path | None = No
     return entry
 
 
+def tiny_copies(count: int, flow: str = "portable") -> tuple[Case, ...]:
+    """`count` cases: the tiny ones repeated under new ids (`mlp_a_3`), each copy's cache
+    entry the lowered original's (the same artifact), so no copy is lowered."""
+    base = load_suite(str(TINY))
+    copies = tuple(dataclasses.replace(base[i % len(base)], id=f"{base[i % len(base)].id}_{i}")
+                   for i in range(count))
+    cache = ArtifactCache(default_cache_dir())
+    with tempfile.TemporaryDirectory() as scratch:
+        folders = {lowering.index: lowering.artifact.folder
+                   for lowering in lower_cases(base, flow, "E9955", Path(scratch), cache, 1)}
+    for index, case in enumerate(copies):
+        key = cache_key(case, flow, "E9955")
+        target = cache.root / key[:2] / key
+        if not target.exists():
+            shutil.copytree(folders[index % len(base)], target)
+    return copies
+
+
 def run_in_process(
     inventory: Path,
     out: Path,
     on_record: Callable[[Run, dict[str, Any]], None] | None = None,
     flow: str = "portable",
+    cases: tuple[Case, ...] | None = None,
     **options: Any,
 ) -> tuple[Run, dict[str, Any]]:
-    """`hil run --inventory INVENTORY --suite tiny.yaml --flow FLOW` in this process
-    (torch stays imported, artifacts come from the session's cache); `on_record(run,
+    """`hil run --inventory INVENTORY --suite tiny.yaml --flow FLOW` (or `cases`) in this
+    process (torch stays imported, artifacts come from the session's cache); `on_record(run,
     record)` is called after each finished case."""
-    cases = tuple(load_suite(str(TINY)))
+    cases = cases or tuple(load_suite(str(TINY)))
     settings: dict[str, Any] = {
         "timeout_s": 4.0, "idle_timeout_s": 3.0, "boot_timeout_s": 20.0, "retries": 1,
     }

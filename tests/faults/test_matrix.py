@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,8 +22,10 @@ from typing import Any
 
 import pytest
 
+import hil.run
 from hil.adbserver import AdbServer
-from hil.errors import InfraError
+from hil.errors import InfraError, UsageError
+from hil.report.results import load_results
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 from . import (
@@ -30,6 +33,7 @@ from . import (
     chain,
     lost_results,
     run_in_process,
+    tiny_copies,
     tiny_keys,
     wait_until_warm,
     write_inventory,
@@ -250,3 +254,84 @@ def _describe(chains: dict[str, int]) -> str:
     if not chains:
         return "all PASS"
     return ", ".join(f"{count}x {name}" if count > 1 else name for name, count in sorted(chains.items()))
+
+
+def _board(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(b for b in doc["run"]["boards"] if b["name"] == name)
+
+
+def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check(
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hil.run, "PROBATION_S", 1.0)
+    a, b = boards["a"], boards["b"]
+    cases = tiny_copies(8)
+    inventory = write_inventory(tmp_path / "inventory.yaml",
+                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
+    a.control("fault drop,on=exec,times=2")  # two infrastructure errors in a row, then healthy
+    b.control("fault slow,delay=0.05")
+    try:
+        _run, doc = run_in_process(inventory, tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
+    finally:
+        _restore(adb_server, boards)
+    entry = _board(doc, "a")
+    assert "quarantined" not in entry
+    assert [(p["why"], p["health_check"], p["back"]) for p in entry["probation"]] == [
+        ("2 infrastructure errors in a row", "passed", True)]
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
+    failed_on_a = [c for c in doc["cases"] if c["earlier_attempts"]]
+    assert len(failed_on_a) == 2 and all(c["earlier_attempts"][0]["board"] == "a" for c in failed_on_a)
+    back = max(c["earlier_attempts"][0]["finished"] for c in failed_on_a)
+    assert any(c["board"] == "a" and c["started"] > back for c in doc["cases"])  # used again
+    keys = [case.key for case in cases]
+    assert lost_results(keys, doc, tmp_path / "out" / "junit.xml") == 0
+    MATRIX_ROWS.append(["2 infra errors in a row, then healthy", "2x ERROR_INFRA→PASS",
+                        _describe(Counter(chain(c) for c in doc["cases"] if chain(c) != "PASS")),
+                        "quarantined, health check, back", "0"])
+
+
+def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hil.run, "PROBATION_S", 1.0)
+    a, b = boards["a"], boards["b"]
+    cases = tiny_copies(12)
+    out = tmp_path / "out"
+    inventory = write_inventory(tmp_path / "inventory.yaml",  # A without power control
+                                [board_entry("a", a), board_entry("b", b)])
+    a.control("fault freeze,on=exec")  # the ladder (reconnect, reboot) cannot bring it back
+    b.control("fault slow,delay=0.15")  # B must not finish everything while A is out
+    fixed: list[str] = []
+
+    def operator() -> None:  # power-cycles A by hand once hil has given up on it
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not fixed:
+            try:
+                quarantined = _board(load_results(out / "results.json"), "a").get("quarantined")
+            except (StopIteration, UsageError):  # A not up yet, or no results file yet
+                quarantined = None
+            if quarantined == "recovery failed":
+                a.cycle()
+                fixed.append(quarantined)
+            time.sleep(0.1)
+
+    helper = threading.Thread(target=operator, daemon=True)
+    helper.start()
+    try:
+        _run, doc = run_in_process(inventory, out, cases=cases, idle_timeout_s=IDLE_S)
+    finally:
+        fixed.append("done")
+        helper.join()
+        _restore(adb_server, boards)
+    entry = _board(doc, "a")
+    assert fixed[0] == "recovery failed"
+    assert "quarantined" not in entry
+    assert entry["probation"][-1]["back"] is True
+    assert entry["probation"][0]["why"] == "recovery failed"
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
+    (frozen,) = [c for c in doc["cases"] if c["earlier_attempts"]]
+    assert any(c["board"] == "a" and c["started"] > frozen["earlier_attempts"][0]["finished"]
+               for c in doc["cases"])
+    MATRIX_ROWS.append(["freeze, no power control, fixed by hand", "ERROR_INFRA→PASS",
+                        _describe(Counter(chain(c) for c in doc["cases"] if chain(c) != "PASS")),
+                        "quarantined, health check, back", "0"])

@@ -64,6 +64,14 @@ def test_state_faults_hold_until_cleared() -> None:
     assert plan.state("slow") is None
 
 
+def test_clearing_one_kind_keeps_the_others_armed() -> None:
+    plan = FaultPlan([parse_fault("slow"), parse_fault("readonly-data"), parse_fault("hang,after=1")])
+    plan.fire("exec")  # the hang's first matching event passes
+    plan.clear("slow")
+    assert plan.state("slow") is None and plan.state("readonly-data") is not None
+    assert [f.kind for f in plan.fire("exec")] == ["hang"]  # its count was kept
+
+
 def test_virtual_board_rejects_a_bad_fault_with_exit_3() -> None:
     done = subprocess.run([sys.executable, "-m", "hil", "virtual-board", "--fault", "drop"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -1,0 +1,68 @@
+"""A short soak under chaos (scripts/soak.py, about 4 minutes): 1,000 cases on three virtual
+boards while random faults of every kind hit them. Nothing lost or counted twice, no fault
+unhandled, nothing left running or connected, fds and threads back where they were.
+Throughput is reported by the script, not asserted here (timing stays out of pass/fail)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hil.virtual.faults import KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+SOAK = REPO / "scripts" / "soak.py"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def soak(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    work = tmp_path_factory.mktemp("soak")
+    done = subprocess.run(
+        [sys.executable, str(SOAK), "--cases", "1000", "--boards", "3", "--chaos-rate", "0.05",
+         "--max-minutes", "8", "--seed", "16", "--work", str(work / "work"),
+         "--json", str(work / "soak.json")],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
+        timeout=900, check=False,
+    )
+    assert (work / "soak.json").exists(), done.stderr[-3000:]
+    figures = json.loads((work / "soak.json").read_text())
+    figures["exit"] = done.returncode
+    figures["stderr_tail"] = done.stderr[-3000:]
+    return figures
+
+
+def test_every_case_is_reported_exactly_once(soak: dict) -> None:
+    assert soak["status"] == "complete" and not soak["timed_out"], soak["stderr_tail"]
+    assert (soak["reported"], soak["lost"], soak["duplicates"]) == (1000, 0, 0)
+    assert soak["results_valid"] is True and soak["junit_valid"] is True
+
+
+def test_every_fault_kind_was_injected_and_none_unhandled(soak: dict) -> None:
+    assert soak["fault_kinds_not_injected"] == [], soak["fault_kinds"]
+    assert set(soak["fault_kinds"]) >= set(KINDS) - set(soak["fault_kinds_skipped"])
+    assert soak["faults_during_recovery"] > 0 and soak["faults_on_two_boards"] > 0
+    assert soak["unhandled_faults"] == 0, soak["unhandled_detail"]
+    assert soak["hil_tracebacks"] == 0
+
+
+def test_nothing_is_left_running_or_connected(soak: dict) -> None:
+    assert soak["processes_left"] == 0, soak["processes_left_detail"]
+    assert soak["adb_connections_left"] == 0
+
+
+def test_fds_and_threads_come_back_to_their_start(soak: dict) -> None:
+    assert abs(soak["fd_growth"]) <= 8, (soak["fd_kinds_start"], soak["fd_kinds_end"])
+    assert abs(soak["thread_growth"]) <= 8
+    assert soak["rss_growth_mb"] < 100
+
+
+def test_the_soak_itself_found_no_broken_invariant(soak: dict) -> None:
+    assert soak["invariants_failed"] == []
+    assert soak["exit"] == 0, soak["stderr_tail"]
