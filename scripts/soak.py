@@ -15,7 +15,8 @@ A benchmark, not a test (figures; it exits 1 when an invariant does not hold):
    probability `--chaos-rate`, one fault at a random moment of the next half second (so
    faults arrive mid-case, at a rate that follows the run's speed): every fault kind of
    `hil/virtual/faults.py` (kinds added later too, as bare specs) and the death of hil's adb
-   server, drawn from a shuffled deck so that every kind comes before any repeats; some on
+   server, drawn from a shuffled deck so that every kind comes before any repeats (an event
+   fault whose default is to fire every time, `miscompute`, fires once); some on
    two boards at once, and more while a board climbs its recovery ladder; only boards in the
    run (a quarantined board is not in use). State faults are cleared after a few seconds.
 5. Afterwards: every planned case reported exactly once in results.json and JUnit; each
@@ -104,8 +105,11 @@ RECOVERY_SHARE = 0.5
 
 MUST_FAIL_RUN = {"crash", "hang", "truncate-output", "missing-output"}
 """Runner faults: the attempt they fire in can only be FAIL_RUN (a PASS is a silent green)."""
+MUST_NOT_PASS = MUST_FAIL_RUN | {"miscompute"}
+"""Faults whose attempt must not PASS: a PASS is a silent green, counted unhandled."""
 EXPECTED = {
     **{kind: {"FAIL_RUN"} for kind in MUST_FAIL_RUN},
+    "miscompute": {"FAIL_MISMATCH"},
     **{kind: {"ERROR_INFRA"} for kind in ("drop", "freeze", "reboot", "panic", "storage-full",
                                           "readonly-data", SERVER_KILL)},
 }
@@ -532,10 +536,12 @@ class Chaos:
         for kind in KINDS:
             for spec in CARDS.get(kind, (kind,)):
                 try:
-                    parse_fault(spec)
+                    fault = parse_fault(spec)
                 except Exception as exc:  # noqa: BLE001 - a later kind that needs options
                     self.skipped[kind] = str(exc)
                     continue
+                if not fault.is_state and fault.times == 0:  # `miscompute` fires every time
+                    spec += ",times=1"  # by default: once, like every other event fault
                 cards.append(spec)
         return cards
 
@@ -743,7 +749,7 @@ def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, 
         entry["outcomes"][outcome] += 1
         if attempt and len(entry["examples"]) < 3:
             entry["examples"].append(f"{attempt['key']}: {attempt['verdict']} {attempt['message']}")
-        bad = outcome == "ERROR_INTERNAL" or (kind in MUST_FAIL_RUN and outcome == "PASS")
+        bad = outcome == "ERROR_INTERNAL" or (kind in MUST_NOT_PASS and outcome == "PASS")
         if bad:
             entry["unhandled"] += 1
             unhandled.append(f"{kind} on {event} at {board} {at:.3f}: {outcome} "
