@@ -48,6 +48,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -711,6 +712,35 @@ def throughput(finished: list[tuple[float, int, str, str, str]],
                                     span(i / 10, (i + 1) / 10)[-1]), 2) for i in range(10)]}
 
 
+STEADY_GAP_S = 2.0
+"""A board's attempt follows its previous one within this: no recovery or sit-out between."""
+
+
+def steady_pace(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """hil's own pace, apart from the chaos's toll: the median time a board spends per
+    passing attempt (the attempt plus the idle time since its previous one ended), over the
+    first and the last THROUGHPUT_SHARE of such attempts. Throughput also counts boards out of
+    the run, recoveries and timeouts; this does not, so a hil that slows down with the
+    number of cases (a per-case cost growing with the run) shows here."""
+    previous: dict[str, float] = {}
+    paces: list[tuple[float, float]] = []
+    for attempt in sorted(attempts, key=lambda a: a["started"]):
+        board, before = attempt["board"], previous.get(attempt["board"])
+        previous[board] = attempt["finished"]
+        if attempt["verdict"] != "PASS" or before is None or attempt["started"] - before > STEADY_GAP_S:
+            continue
+        paces.append((attempt["finished"], attempt["finished"] - before))
+    paces.sort()
+    window = int(len(paces) * THROUGHPUT_SHARE)
+    if window < 10:
+        return {"steady_case_ms_first": None, "steady_case_ms_last": None,
+                "steady_speed_last_vs_first": None}
+    first = statistics.median(p for _t, p in paces[:window])
+    last = statistics.median(p for _t, p in paces[-window:])
+    return {"steady_case_ms_first": round(first * 1000, 1), "steady_case_ms_last": round(last * 1000, 1),
+            "steady_speed_last_vs_first": round(first / last, 3) if last > 0 else None}
+
+
 def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, str]],
                 attempts: list[dict[str, Any]], hil: HilRun) -> dict[str, Any]:
     """Per fault kind: injected, fired, during recovery, on two boards, the verdicts of the
@@ -1022,6 +1052,7 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
     figures["throughput_per_board_in_run_last_vs_first"] = speed["per_board_ratio"]
     figures["boards_in_run_deciles"] = speed.get("boards_in_run_deciles")
     figures["throughput_deciles"] = speed["deciles"]
+    figures.update(steady_pace(attempts))
     first, last = hil.first, hil.last
     if first and last:
         figures.update(
