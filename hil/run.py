@@ -490,7 +490,7 @@ class Run:
         console, install the runner; InfraError (the board is not used) when any of it fails."""
         from hil.board.adb import AdbBoard
         from hil.board.console import SerialConsole
-        from hil.board.preflight import connect, inspect_board
+        from hil.board.preflight import connect_keeping_server, inspect_board
         from hil.board.recovery import Recovery
         from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, choose_profile
 
@@ -515,7 +515,7 @@ class Run:
                 entry, adb=process.address, console=process.console, power=process
             )
         address = entry.adb
-        device = connect(entry, adb, address, timeout_s=idle_s)
+        device = connect_keeping_server(entry, adb, self.servers.keeper_for(adb), address, idle_s)
         probe = AdbBoard(name, address, device, self.run_id, VIRTUAL_RUNNER,
                          self.options.timeout_s, idle_s)
         report = inspect_board(probe, entry, self.options.chipset, console=False)
