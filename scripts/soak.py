@@ -1025,6 +1025,7 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
             "error": entry.get("error"),
         }
     figures["boards"] = board_figures
+    figures["boards_not_usable"] = {n: b["error"] for n, b in board_figures.items() if b["error"]}
     figures["boards_quarantined"] = sum(1 for b in board_figures.values() if b["quarantined"])
     figures["boards_came_back"] = sum(1 for b in board_figures.values() if b["came_back"])
 
@@ -1084,6 +1085,8 @@ def invariants(figures: dict[str, Any]) -> list[str]:
     for key in ("lost", "duplicates", "unhandled_faults", "processes_left", "adb_connections_left"):
         if figures.get(key) != 0:
             failed.append(f"{key} = {figures.get(key)}")
+    if figures.get("boards_not_usable"):  # a soak of boards that never came up soaks nothing
+        failed.append(f"boards not usable: {figures['boards_not_usable']}")
     for key in ("results_valid", "junit_valid"):
         if figures.get(key) is not True:
             failed.append(f"{key}: {figures.get(key)}")
