@@ -57,6 +57,9 @@ PROBATION_S = 30.0
 health check; doubled for each later quarantine of the same board and each failed check."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run."""
+INTERRUPT_CLEANUP_S = 3.0
+"""After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
+(hil must exit within 10 s)."""
 GOOD_STREAK = 10
 """Cases in a row without an infrastructure error after which a board's earlier quarantines
 no longer lengthen the next one."""
@@ -133,6 +136,13 @@ def new_run_id() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _join_within(threads: list[threading.Thread], seconds: float) -> None:
+    """Join `threads`, all of them within `seconds` in total."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _now_ms() -> str:
@@ -351,7 +361,11 @@ class Run:
                 self._close("complete")
             except KeyboardInterrupt:
                 self._close("interrupted")  # before the boards and servers stop: no board
-                raise                        # thread may write after this
+                # thread may write after this; those that stop at once remove the run's
+                # folder from their board while the adb server still runs (a soak's boards
+                # kept it: the cleanup came after the server had stopped)
+                _join_within(threads, INTERRUPT_CLEANUP_S)
+                raise
             except UsageError:
                 self._close("refused")
                 for thread in threads:  # they clean their boards up before the boards stop
