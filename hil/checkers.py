@@ -12,6 +12,13 @@ transcripts), also reports both against the targets (recorded, not judged).
 | `super_resolution` | images `(N, C, H, W)` in [0, peak] | mean PSNR vs fp32 (> 35 dB) |
 | `segmentation` | logits `(N, classes, H, W)` | mean IoU of the argmax maps vs fp32 (>= 0.7) |
 | `asr` | emissions `(N, labels, T)` | CER of greedy CTC decodes vs fp32 (<= 0.25); CTC loss |
+| `masked_lm` | token logits `(N, length, vocab)` | masked tokens' top-1 agreement with fp32 (>= 0.9) |
+
+The checkers that judge a decision (classifier, segmentation, asr, masked_lm) also record
+the fp32 model's margin on the samples they judged: the gap between its top two scores
+(`fp32_margin_median`, `fp32_margin_min`, in the output's units) and the median gap over the
+standard deviation of the fp32 output (`fp32_margin_rel`). Agreement means something only
+when that margin is well above the quantization error: a random head's is not.
 
 The floors are upstream's (`backends/samsung/test/utils/quant_checkers.py`) read as
 fractions; upstream compares percentages with fractional floors in two checkers, divides
@@ -89,6 +96,16 @@ def _topk(logits: Array, k: int) -> Array:
     return order[:, :k]
 
 
+def margins(scores: Array, axis: int) -> dict[str, float]:
+    """The fp32 margin metrics of `scores` (top-1 minus top-2 along `axis`), see above."""
+    ordered = np.sort(np.moveaxis(scores.astype(np.float64), axis, -1), axis=-1)
+    gaps = (ordered[..., -1] - ordered[..., -2]).ravel()
+    spread = float(np.std(scores))
+    median = float(np.median(gaps)) if gaps.size else 0.0
+    return {"fp32_margin_median": median, "fp32_margin_min": float(gaps.min()) if gaps.size else 0.0,
+            "fp32_margin_rel": median / spread if spread > 0 else 0.0}
+
+
 def check_classifier(board: Array, fp32: Array, targets: Array | None,
                      params: dict[str, Any]) -> CheckResult:
     """Top-k agreement: the share of samples whose fp32 top-1 class is in the board's top-k."""
@@ -110,6 +127,7 @@ def check_classifier(board: Array, fp32: Array, targets: Array | None,
             metrics["top1_accuracy"] = float(np.mean(ranked[:, 0] == labels))
             metrics["top1_accuracy_fp32"] = float(np.mean(best == labels))
     metrics["samples"] = float(actual.shape[0])
+    metrics.update(margins(reference, axis=1))
     return CheckResult("classifier", not failures, metrics, "; ".join(failures))
 
 
@@ -169,7 +187,7 @@ def check_segmentation(board: Array, fp32: Array, targets: Array | None,
     values = [mean_iou(p, r, classes) for p, r in zip(pred, ref, strict=True)]
     mean = float(np.mean(values))
     metrics = {"miou": mean, "pixel_agreement": float(np.mean(pred == ref)),
-               "samples": float(len(values))}
+               "samples": float(len(values)), **margins(fp32, axis=axis)}
     if targets is not None and np.shape(targets) == pred.shape:
         ignore = int(params["ignore_index"])
         triples = list(zip(pred, ref, targets, strict=True))
@@ -241,13 +259,44 @@ def check_asr(board: Array, fp32: Array, targets: Array | None,
         "ctc_loss": ctc_loss(board, truth, blank),
         "ctc_loss_fp32": ctc_loss(fp32, truth, blank),
         "samples": float(len(board_text)),
+        **margins(fp32, axis=1),
     }
+    if targets is not None:
+        reference_cer = sum(edit_distance(t, h) for t, h in zip(truth, fp32_text, strict=True))
+        metrics["cer_vs_target_fp32"] = reference_cer / max(1, sum(len(t) for t in truth))
     failures = []
     if cer > float(params["max_cer"]):
         failures.append(f"CER vs fp32 {cer:.3f} > {float(params['max_cer']):g}")
     if params["max_ctc_loss"] is not None and metrics["ctc_loss"] >= float(params["max_ctc_loss"]):
         failures.append(f"CTC loss {metrics['ctc_loss']:.3f} >= {float(params['max_ctc_loss']):g}")
     return CheckResult("asr", not failures, metrics, "; ".join(failures))
+
+
+# -- masked language model ----------------------------------------------------------------
+
+
+def check_masked_lm(board: Array, fp32: Array, targets: Array | None,
+                    params: dict[str, Any]) -> CheckResult:
+    """Top-1 agreement of the board's predicted tokens with the fp32 model's at the masked
+    positions (where the targets are >= 0; every position without targets), and both models'
+    accuracy against the masked tokens."""
+    scores, reference = board.astype(np.float64), fp32.astype(np.float64)
+    if targets is not None and np.shape(targets) == scores.shape[:-1]:
+        chosen = np.asarray(targets) >= 0
+    else:
+        chosen = np.ones(scores.shape[:-1], dtype=bool)
+    predicted, expected = scores.argmax(-1)[chosen], reference.argmax(-1)[chosen]
+    agreement = float(np.mean(predicted == expected)) if predicted.size else 1.0
+    metrics = {"top1_agreement": agreement, "masked_tokens": float(predicted.size),
+               **margins(reference[chosen], axis=-1)}
+    if targets is not None and np.shape(targets) == scores.shape[:-1]:
+        truth = np.asarray(targets)[chosen]
+        metrics["top1_accuracy"] = float(np.mean(predicted == truth))
+        metrics["top1_accuracy_fp32"] = float(np.mean(expected == truth))
+    floor = float(params["min_top1"])
+    ok = agreement >= floor
+    return CheckResult("masked_lm", ok, metrics,
+                       "" if ok else f"masked-token top-1 agreement {agreement:.3f} < {floor:g}")
 
 
 CHECKERS: dict[str, Checker] = {
@@ -257,6 +306,7 @@ CHECKERS: dict[str, Checker] = {
     "segmentation": Checker(check_segmentation,
                             {"min_miou": 0.7, "class_axis": 1, "ignore_index": 255, "output": 0}),
     "asr": Checker(check_asr, {"max_cer": 0.25, "max_ctc_loss": None, "blank": -1, "output": 0}),
+    "masked_lm": Checker(check_masked_lm, {"min_top1": 0.9, "output": 0}),
 }
 """Every checker by name, with its parameter defaults."""
 

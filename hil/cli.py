@@ -527,8 +527,10 @@ def cmd_boards(args: argparse.Namespace) -> int:
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
-    """`hil lower`: artifacts only."""
+    """`hil lower`: artifacts only (SKIP and known failures do not fail it)."""
+    from hil.expectation import settle
     from hil.lower import LoweringFailed, build_artifact
+    from hil.verdict import Verdict
 
     cases, _ = _select_cases(args)
     flow = _lowering_flow(args.flow)
@@ -538,8 +540,9 @@ def cmd_lower(args: argparse.Namespace) -> int:
         try:
             artifact = build_artifact(case, flow, args.chipset, folder)
         except LoweringFailed as exc:
-            failed += 1
-            sys.stdout.write(f"{exc.verdict.value:<16} {case.key}  {exc.message}\n")
+            record = settle(case.expect, {"verdict": exc.verdict.value, "message": exc.message})
+            failed += Verdict(record["verdict"]).is_failure or Verdict(record["verdict"]).is_error
+            sys.stdout.write(f"{record['verdict']:<16} {case.key}  {record['message']}\n")
             continue
         sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
     return 1 if failed else 0

@@ -67,14 +67,16 @@ def missing_delegation(case: Case, artifact: Artifact) -> list[str]:
 def output_tolerance(case: Case, artifact: Artifact, index: int) -> tuple[Tolerance, str]:
     """The tolerance of output `index` and the rule that gave its atol: for A8W8, the case's
     atol plus `atol_scale_steps` quantization steps of the output (the largest scale of its
-    final dequantize and of the quantized inputs of the op producing it)."""
+    final dequantize and of the quantized inputs of the op producing it); the case's
+    `tolerance_rule`, if any, says first where the numbers come from."""
     base = case.tolerance
     scale = artifact.output_scale(index)
+    source = f"{case.tolerance_rule}: " if case.tolerance_rule else ""
     if case.atol_scale_steps and scale is not None:
         atol = base.atol + case.atol_scale_steps * scale
-        rule = f"{base.atol:g} + {case.atol_scale_steps:g} x quantization step {scale:.6g}"
+        rule = f"{source}{base.atol:g} + {case.atol_scale_steps:g} x quantization step {scale:.6g}"
         return dataclasses.replace(base, atol=atol), rule
-    return base, "case atol"
+    return base, f"{source}case atol"
 
 
 def runner_judgement(execution: Execution) -> Judgement | None:

@@ -33,6 +33,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.errors import InfraError, UsageError
+from hil.expectation import settle
 from hil.latency_plan import LatencyPlan
 from hil.report.junit import write_junit
 from hil.runner.profiles import BoardRunner
@@ -186,7 +187,8 @@ def _sdk_problem() -> str | None:
 
 
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
-    """A results.json case entry (docs/results-json.md)."""
+    """A results.json case entry (docs/results-json.md), its verdict settled against the
+    case's known failure, if it declares one (XFAIL / XPASS)."""
     record: dict[str, Any] = {
         "suite": case.suite,
         "precision": case.precision,
@@ -213,7 +215,7 @@ def case_record(case: Case, **fields: Any) -> dict[str, Any]:
         "finished": None,
     }
     record.update(fields)
-    return record
+    return settle(case.expect, record)
 
 
 class Run:

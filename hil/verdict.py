@@ -22,7 +22,14 @@ class Verdict(enum.Enum):
     PASS_UNDELEGATED = "PASS_UNDELEGATED"  # noqa: S105
     """Passed, but ops expected on the NPU fell back to the CPU (a warning)."""
     SKIP = "SKIP"
-    """Not run (filtered by a case's own condition, or the flow cannot express it)."""
+    """Not run: the case says `skip: reason` (JUnit `<skipped>` with the reason; exit code
+    unaffected)."""
+    XFAIL = "XFAIL"
+    """Failed as the case's expectation says (a known failure, with its reason and link):
+    JUnit `<skipped>` with the reason; neither a failure for the exit code nor retried."""
+    XPASS = "XPASS"
+    """Passed although the case expects a failure: a failure ("unexpectedly passed: remove
+    the expectation"), JUnit `<failure type="XPASS">`, exit code 1; not retried."""
     FAIL_EXPORT = "FAIL_EXPORT"
     """torch.export of the case's module failed."""
     FAIL_QUANTIZE = "FAIL_QUANTIZE"
@@ -46,8 +53,9 @@ class Verdict(enum.Enum):
 
     @property
     def is_failure(self) -> bool:
-        """A test failure: the model or the backend is at fault."""
-        return self.value.startswith("FAIL_")
+        """A test failure: the model or the backend is at fault, or a known failure is gone
+        (XPASS: its expectation must go too)."""
+        return self.value.startswith("FAIL_") or self is Verdict.XPASS
 
     @property
     def is_error(self) -> bool:
@@ -66,9 +74,13 @@ class Verdict(enum.Enum):
             return "failure"
         if self.is_error:
             return "error"
-        if self is Verdict.SKIP:
+        if self in (Verdict.SKIP, Verdict.XFAIL):
             return "skipped"
         return None
+
+
+EXPECTABLE = tuple(v for v in Verdict if v.value.startswith("FAIL_"))
+"""Verdicts a case may declare as its known failure (`expect: {verdict: ...}`)."""
 
 
 EXIT_OK = 0
@@ -79,7 +91,8 @@ EXIT_INTERRUPTED = 130
 
 
 def exit_code(verdicts: Iterable[Verdict]) -> int:
-    """0 all passed, 1 any test failed, 2 infrastructure/internal errors and no failure."""
+    """0 all passed (SKIP and XFAIL count as passed), 1 any test failed (XPASS included),
+    2 infrastructure/internal errors and no failure."""
     found = list(verdicts)
     if any(v.is_failure for v in found):
         return EXIT_FAILED

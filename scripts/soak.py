@@ -16,7 +16,7 @@ A benchmark, not a test (figures; it exits 1 when an invariant does not hold):
    faults arrive mid-case, at a rate that follows the run's speed): every fault kind of
    `hil/virtual/faults.py` (kinds added later too, as bare specs) and the death of hil's adb
    server, drawn from a shuffled deck so that every kind comes before any repeats (an event
-   fault whose default is to fire every time, `miscompute`, fires once); some on
+   fault that fires every time by default, as a bare `miscompute`, is drawn to fire once); some on
    two boards at once, and more while a board climbs its recovery ladder; only boards in the
    run (a quarantined board is not in use). State faults are cleared after a few seconds.
 5. Afterwards: every planned case reported exactly once in results.json and JUnit; each
@@ -92,8 +92,11 @@ CARDS: dict[str, tuple[str, ...]] = {
     "crash": ("crash,signal=SEGV", "crash,signal=ABRT"),
     "storage-full": ("storage-full,on=push,path=*.pte", "storage-full,on=exec"),
     "slow": ("slow,delay=0.02",),
+    "noise": ("noise,rel=0.5",),
+    "miscompute": ("miscompute,times=1",),
 }
-"""Specs drawn for the kinds that have variants; any other kind of KINDS is drawn bare."""
+"""Specs drawn for the kinds that have variants or need options (a bare `miscompute` would
+hit every later program of its board); any other kind of KINDS is drawn bare."""
 DURING_RECOVERY = ("drop,on=now", "reboot,on=now", "freeze,on=now", "auth-refused",
                    "wrong-chipset", "slow,delay=0.02", SERVER_KILL)
 """What may hit a board while it climbs the recovery ladder."""
@@ -106,16 +109,17 @@ RECOVERY_SHARE = 0.5
 
 MUST_FAIL_RUN = {"crash", "hang", "truncate-output", "missing-output"}
 """Runner faults: the attempt they fire in can only be FAIL_RUN (a PASS is a silent green)."""
-MUST_NOT_PASS = MUST_FAIL_RUN | {"miscompute"}
-"""Faults whose attempt must not PASS: a PASS is a silent green, counted unhandled."""
+MUST_FAIL_MISMATCH = {"miscompute", "noise"}
+"""Wrong numbers (every program's outputs off by half their RMS): FAIL_MISMATCH, never PASS."""
 EXPECTED = {
     **{kind: {"FAIL_RUN"} for kind in MUST_FAIL_RUN},
-    "miscompute": {"FAIL_MISMATCH"},
+    **{kind: {"FAIL_MISMATCH"} for kind in MUST_FAIL_MISMATCH},
     **{kind: {"ERROR_INFRA"} for kind in ("drop", "freeze", "reboot", "panic", "storage-full",
                                           "readonly-data", SERVER_KILL)},
 }
 """Verdicts an attempt hit by the kind is expected to get (for the report; only MUST_FAIL_RUN
-is strict). Kinds not listed (wrong-chipset, auth-refused, slow, later kinds) have none."""
+and MUST_FAIL_MISMATCH are strict). Kinds not listed (wrong-chipset, auth-refused, slow, later
+kinds) have none."""
 
 PROGRESS = re.compile(r"^\[\s*(\d+)/(\d+)\] (\S+)\s+(\S+) \[(\S+)\]")
 LOG_LINE = re.compile(r"^(\S+ \S+) (\w+) (\S+): (.*)$")
@@ -541,8 +545,8 @@ class Chaos:
                 except Exception as exc:  # noqa: BLE001 - a later kind that needs options
                     self.skipped[kind] = str(exc)
                     continue
-                if not fault.is_state and fault.times == 0:  # `miscompute` fires every time
-                    spec += ",times=1"  # by default: once, like every other event fault
+                if not fault.is_state and fault.times == 0:  # a later kind firing every time
+                    spec += ",times=1"  # by default (as a bare `miscompute`): once, like the rest
                 cards.append(spec)
         return cards
 
@@ -779,7 +783,8 @@ def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, 
         entry["outcomes"][outcome] += 1
         if attempt and len(entry["examples"]) < 3:
             entry["examples"].append(f"{attempt['key']}: {attempt['verdict']} {attempt['message']}")
-        bad = outcome == "ERROR_INTERNAL" or (kind in MUST_NOT_PASS and outcome == "PASS")
+        bad = outcome == "ERROR_INTERNAL" or (kind in MUST_FAIL_RUN | MUST_FAIL_MISMATCH
+                                                      and outcome == "PASS")
         if bad:
             entry["unhandled"] += 1
             unhandled.append(f"{kind} on {event} at {board} {at:.3f}: {outcome} "

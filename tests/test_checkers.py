@@ -137,3 +137,31 @@ def test_checker_on_a_missing_or_misshapen_output_fails_cleanly():
 
 def test_every_checker_has_an_output_parameter():
     assert all("output" in checker.defaults for checker in CHECKERS.values())
+
+
+def test_masked_lm_judges_only_the_masked_positions():
+    fp32 = rng.normal(size=(2, 6, 50)).astype(np.float32)
+    targets = np.full((2, 6), -1)
+    targets[0, [1, 4]] = [7, 8]
+    targets[1, [0, 2, 5]] = [1, 2, 3]
+    fp32[0, 1, 7] = fp32[1, 0, 1] = 10.0  # two of five right against the targets
+    board = fp32.copy()
+    board[0, 3] = -fp32[0, 3]  # an unmasked position: not judged
+    board[1, 5, fp32[1, 5].argmax()] = -10.0  # one masked position flips
+    result = run_checker(checker_spec("masked_lm"), [board], [fp32], targets)
+    assert result.metrics["masked_tokens"] == 5
+    assert result.metrics["top1_agreement"] == pytest.approx(4 / 5) and not result.ok
+    assert result.reason == "masked-token top-1 agreement 0.800 < 0.9"
+    assert result.metrics["top1_accuracy_fp32"] == pytest.approx(2 / 5)
+    assert run_checker(checker_spec("masked_lm", {"min_top1": 0.8}), [board], [fp32], targets).ok
+
+
+def test_checkers_record_the_fp32_margin_they_saw():
+    fp32 = np.array([[0.0, 3.0, 1.0], [2.0, 0.0, 1.5], [0.0, 0.0, 4.0]], dtype=np.float32)
+    metrics = run_checker(checker_spec("classifier", {"topk": {1: 0.9}}), [fp32], [fp32], None).metrics
+    assert metrics["fp32_margin_median"] == pytest.approx(2.0)
+    assert metrics["fp32_margin_min"] == pytest.approx(0.5)
+    assert metrics["fp32_margin_rel"] == pytest.approx(2.0 / float(np.std(fp32)), rel=1e-5)
+    maps = np.zeros((1, 3, 2, 2), dtype=np.float32)
+    maps[0, 1] = 1.0
+    assert run_checker(checker_spec("segmentation"), [maps], [maps], None).metrics["fp32_margin_min"] == 1.0

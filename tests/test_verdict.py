@@ -53,3 +53,11 @@ def test_exit_codes_and_junit_mapping():
     assert Verdict.SKIP.junit_element == "skipped"
     assert Verdict.PASS.junit_element is None
     assert [v for v in Verdict if v.retried] == [Verdict.ERROR_INFRA]
+
+
+def test_known_failures_do_not_fail_a_run_but_a_vanished_one_does():
+    assert exit_code([Verdict.PASS, Verdict.XFAIL, Verdict.SKIP]) == 0
+    assert exit_code([Verdict.PASS, Verdict.XPASS]) == 1
+    assert Verdict.XFAIL.junit_element == "skipped" and not Verdict.XFAIL.is_failure
+    assert Verdict.XPASS.junit_element == "failure" and Verdict.XPASS.is_failure
+    assert not Verdict.XFAIL.retried and not Verdict.XPASS.retried

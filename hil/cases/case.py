@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hil.expectation import Expectation
 from hil.verdict import Tolerance
 
 if TYPE_CHECKING:
@@ -23,6 +24,13 @@ INPUT_DTYPES = ("float32", "float16", "int64", "int32", "int8", "uint8", "bool")
 """Input dtypes a case (or a manifest) may declare."""
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+A8W8_RULE = Tolerance(atol=1e-3, rtol=0.0, min_sqnr_db=30.0)
+A8W8_RULE_STEPS = 2.0
+"""The ops suite's A8W8 rule, also a manifest case's default at A8W8: atol = 1e-3 + 2
+quantization steps of the output, SQNR >= 30 dB against the quantized model run on the host.
+The int8 kernels and the host's quantize/dequantize simulation round differently by up to a
+step, and a requantizing op can add one more."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,13 @@ class Case:
     prefetch: Callable[[], None] | None = None
     """Fetches what the factory needs before any lowering (published weights for
     `--pretrained`); raises UsageError with one line when it cannot."""
+    expect: Expectation | None = None
+    """A known failure: ending in it is XFAIL, passing is XPASS (hil.expectation)."""
+    skip: str = ""
+    """Non-empty: the case is not lowered nor run (SKIP with this reason)."""
+    tolerance_rule: str = ""
+    """Where the tolerance comes from when the case did not give it (e.g. a manifest's
+    default A8W8 rule); prefixed to the `atol_rule` of its outputs."""
 
     @property
     def classname(self) -> str:

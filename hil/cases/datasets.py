@@ -70,8 +70,11 @@ def smooth_images(count: int, size: int, generator: torch.Generator, grid: int =
 
 @dataclass(frozen=True)
 class GeneratedImages:
-    """Class-conditional smooth images: each class has its own coarse colour layout, each
-    sample perturbs it. Targets are the class labels."""
+    """Class-conditional images: each class is a colour and an oriented grating (its own
+    orientation and spatial frequency); each sample shifts the grating's phase, jitters its
+    contrast and colour, and lays it over a smooth random background with fine noise. What
+    tells the classes apart (colour, orientation, frequency) survives a network's global
+    pooling, as the objects of real images do for trained features. Targets are the labels."""
 
     size: int = 224
     count: int = 32
@@ -85,12 +88,23 @@ class GeneratedImages:
 
     def batch(self, index: int, seed: int) -> Samples:
         g = _generator(seed, index, 11)
-        layouts = torch.rand((self.classes, 3, 4, 4), generator=torch.Generator().manual_seed(12345))
+        fixed = torch.Generator().manual_seed(12345)
+        colours = 0.2 + 0.6 * torch.rand((self.classes, 3), generator=fixed)
+        angles = torch.arange(self.classes) * torch.pi / self.classes
+        cycles = 3.0 + 3.0 * (torch.arange(self.classes) % 2)  # periods per image side
         labels = torch.randint(0, self.classes, (self.count,), generator=g)
-        coarse = layouts[labels] + 0.25 * torch.randn((self.count, 3, 4, 4), generator=g)
-        images = F.interpolate(coarse, size=(self.size, self.size), mode="bicubic", align_corners=False)
-        images = (images + 0.04 * torch.randn(images.shape, generator=g)).clamp(0.0, 1.0)
-        return Samples((_normalise(images, self.normalize),), labels.numpy() if self.labels else None)
+        axis = torch.linspace(0.0, 1.0, self.size)
+        y, x = torch.meshgrid(axis, axis, indexing="ij")
+        angle = angles[labels].view(-1, 1, 1)
+        phase = 2 * torch.pi * torch.rand((self.count, 1, 1), generator=g)
+        along = x * torch.cos(angle) + y * torch.sin(angle)
+        wave = torch.sin(2 * torch.pi * cycles[labels].view(-1, 1, 1) * along + phase)
+        contrast = 0.15 + 0.1 * torch.rand((self.count, 1, 1, 1), generator=g)
+        colour = colours[labels].view(-1, 3, 1, 1) + 0.03 * torch.randn((self.count, 3, 1, 1), generator=g)
+        background = smooth_images(self.count, self.size, g, grid=4) - 0.5
+        images = colour + contrast * wave.unsqueeze(1) + 0.1 * background
+        return Samples((_normalise(images.clamp(0.0, 1.0), self.normalize),),
+                       labels.numpy() if self.labels else None)
 
 
 @dataclass(frozen=True)
@@ -140,49 +154,115 @@ class GeneratedSuperResolution:
         return Samples((low,), high.numpy())
 
 
+SPEECH_LABELS = (" ", *"abcdefghijklmnopqrstuvwxyz", "'", "*")
+"""Wav2Letter's 29 labels as upstream's Samsung example spells them (examples/samsung/scripts/
+wav2letter.py): space, a-z, apostrophe, and the CTC blank last."""
+VOWELS = {"a": (110.0, (1.0, 0.9, 0.3, 0.1, 0.05)), "e": (150.0, (1.0, 0.2, 0.8, 0.2, 0.1)),
+          "i": (190.0, (1.0, 0.1, 0.1, 0.7, 0.4)), "o": (230.0, (0.4, 1.0, 0.5, 0.1, 0.05)),
+          "u": (270.0, (1.0, 0.5, 0.05, 0.05, 0.3))}
+"""The generated speech's vowels: base pitch (Hz) and the weights of the first five harmonics
+(formant-like colour), so both pitch and spectrum tell them apart."""
+
+
 @dataclass(frozen=True)
 class GeneratedSpeech:
-    """Speech-like waveforms at 16 kHz: voiced segments of harmonic tones with gliding pitch and
-    formant-like amplitude envelopes, separated by pauses, plus a little noise. No transcripts
-    (the checker then measures against the fp32 model's transcripts)."""
+    """Speech-like waveforms at 16 kHz: 3-7 voiced segments separated by pauses, each a vowel
+    (VOWELS) sung with a gliding pitch, plus a little noise. Targets are the transcripts, the
+    segments' vowels as label indices of SPEECH_LABELS, padded with -1."""
 
     samples: int = 16000
     count: int = 4
     calibration: int = 4
     """A8W8 calibration batches (batches 1..calibration)."""
 
-    def batch(self, index: int, seed: int) -> Samples:
+    def _segments(self, index: int, seed: int) -> list[list[tuple[float, float, str]]]:
+        """Per utterance, (start, stop, vowel) with start/stop as fractions of its length: the
+        utterance is cut into 3-6 equal slots, each holding one segment of 50-80% of it, so
+        every vowel lasts a few output frames and pauses separate them."""
         g = _generator(seed, index, 41)
+        found = []
+        for _ in range(self.count):
+            slots = int(torch.randint(3, 7, (1,), generator=g))
+            segments = []
+            for k in range(slots):
+                length = 0.5 + 0.3 * float(torch.rand(1, generator=g))
+                shift = float(torch.rand(1, generator=g))
+                start = (k + (1.0 - length) * shift) / slots
+                vowel = list(VOWELS)[int(torch.randint(0, len(VOWELS), (1,), generator=g))]
+                segments.append((start, start + length / slots, vowel))
+            found.append(segments)
+        return found
+
+    def batch(self, index: int, seed: int) -> Samples:
+        g = _generator(seed, index, 43)
         t = torch.arange(self.samples, dtype=torch.float64) / 16000.0
         waves = torch.zeros((self.count, 1, self.samples), dtype=torch.float64)
-        for n in range(self.count):
-            segments = int(torch.randint(3, 8, (1,), generator=g))
-            edges = torch.sort(torch.rand(segments * 2, generator=g, dtype=torch.float64)).values
-            for s in range(segments):
-                start, stop = float(edges[2 * s]), float(edges[2 * s + 1])
+        utterances = self._segments(index, seed)
+        for n, segments in enumerate(utterances):
+            for start, stop, vowel in segments:
                 gate = ((t >= start * t[-1]) & (t < stop * t[-1])).double()
-                base = 90.0 + 160.0 * float(torch.rand(1, generator=g))
-                pitch = base + 40.0 * torch.sin(2 * torch.pi * 3 * t)
+                base, weights = VOWELS[vowel]
+                start_phase = 6.0 * float(torch.rand(1, generator=g))
+                pitch = base * (1.0 + 0.08 * torch.sin(2 * torch.pi * 3 * t + start_phase))
                 phase = 2 * torch.pi * torch.cumsum(pitch, 0) / 16000.0
-                voice = sum(torch.sin(k * phase) / k for k in range(1, 6))
+                voice = sum(w * torch.sin(k * phase) for k, w in enumerate(weights, 1))
                 waves[n, 0] += 0.3 * gate * voice
             waves[n, 0] += 0.01 * torch.randn(self.samples, generator=g, dtype=torch.float64)
-        return Samples((waves.float(),))
+        longest = max(len(s) for s in utterances)
+        targets = np.full((self.count, longest), -1, dtype=np.int64)
+        for n, segments in enumerate(utterances):
+            targets[n, :len(segments)] = [SPEECH_LABELS.index(v) for _, _, v in segments]
+        return Samples((waves.float(),), targets)
+
+    def frame_labels(self, index: int, seed: int, frames: int) -> np.ndarray:
+        """`(count, frames)` label per output frame, for fitting an acoustic model's last
+        layer: the vowel whose segment holds the frame's centre a frame away from its edges,
+        else the blank (so decisions flip inside segments or pauses, not at their edges)."""
+        blank = len(SPEECH_LABELS) - 1
+        labels = np.full((self.count, frames), blank, dtype=np.int64)
+        centres = (np.arange(frames) + 0.5) / frames
+        for n, segments in enumerate(self._segments(index, seed)):
+            for start, stop, vowel in segments:
+                inside = (centres >= start + 1.0 / frames) & (centres < stop - 1.0 / frames)
+                labels[n, inside] = SPEECH_LABELS.index(vowel)
+        return labels
 
 
 @dataclass(frozen=True)
 class GeneratedTokens:
-    """Token-id sequences `(N, length)` (int64) drawn uniformly from the vocabulary."""
+    """Masked-language-model samples: token-id sequences `(N, length)` (int64) that follow a
+    fixed rule — each token is a fixed random permutation of the one before it, so a masked
+    token is predictable from its neighbours — with `mask_rate` of the positions (at least
+    one per sequence) replaced by the mask id `vocab - 1`. Targets are the original tokens at
+    the masked positions and -1 elsewhere."""
 
     length: int = 32
     vocab: int = 1024
     count: int = 4
     calibration: int = 4
     """A8W8 calibration batches (batches 1..calibration)."""
+    mask_rate: float = 0.15
+
+    @property
+    def mask_id(self) -> int:
+        return self.vocab - 1
+
+    def successor(self) -> torch.Tensor:
+        """The permutation of the non-mask ids that gives each token its successor."""
+        return torch.randperm(self.vocab - 1, generator=torch.Generator().manual_seed(777))
 
     def batch(self, index: int, seed: int) -> Samples:
         g = _generator(seed, index, 53)
-        return Samples((torch.randint(0, self.vocab, (self.count, self.length), generator=g),))
+        successor = self.successor()
+        tokens = torch.empty((self.count, self.length), dtype=torch.long)
+        tokens[:, 0] = torch.randint(0, self.vocab - 1, (self.count,), generator=g)
+        for i in range(1, self.length):
+            tokens[:, i] = successor[tokens[:, i - 1]]
+        masked = torch.rand((self.count, self.length), generator=g) < self.mask_rate
+        masked[torch.arange(self.count), torch.randint(0, self.length, (self.count,), generator=g)] = True
+        targets = torch.where(masked, tokens, torch.full_like(tokens, -1))
+        return Samples((torch.where(masked, torch.full_like(tokens, self.mask_id), tokens),),
+                       targets.numpy())
 
 
 @dataclass(frozen=True)

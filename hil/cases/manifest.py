@@ -20,12 +20,19 @@ cases:
     dataset: {kind: image_folder, root: images/, size: 224, count: 16}   # optional
     checker: {name: classifier, topk: {1: 0.9, 3: 0.95}}                 # optional
     calibration: "my_pkg.data:calibration"   # optional: () -> list of input tuples
+    expect: {verdict: FAIL_MISMATCH, reason: "...", link: "https://..."}  # optional: known failure
+    skip: "why it is not run"    # optional: SKIP without lowering or running
 ```
 
 `inputs` may instead name a function, `inputs: "my_pkg.data:make_inputs"`, called with the
 case's seed and returning a tensor or a tuple of tensors; with a `dataset`, `inputs` may be
 left out (the dataset's batch is the input). `scale_steps` (A8W8) adds that many steps of
-the output's quantization scale to `atol`. A dataset `root` is relative to the manifest.
+the output's quantization scale to `atol`. Without a `tolerance`, fp32 gets atol/rtol 1e-4
+and A8W8 the ops suite's rule (1e-3 + 2 quantization steps, SQNR >= 30 dB); a given
+`tolerance` holds for every precision. A dataset `root` is relative to the manifest.
+
+A manifest is code: its `module:`, `inputs:` and `calibration:` callables are imported and
+run with the rights of whoever runs hil, like a `conftest.py`.
 
 The manifest's folder is put first on `sys.path` while its modules are imported (and stays
 on it, last, so lowering workers can import them too), so a manifest can sit beside the
@@ -43,15 +50,18 @@ from typing import Any
 
 import yaml
 
-from hil.cases.case import INPUT_DTYPES, PRECISIONS, Case, InputSpec
+from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, INPUT_DTYPES, PRECISIONS, Case, InputSpec
 from hil.errors import UsageError, Where
+from hil.expectation import parse_expectation, parse_skip
 from hil.verdict import Tolerance
 
 _CASE_FIELDS = {
     "id", "module", "kwargs", "inputs", "precision", "tolerance", "expect_delegated", "tags",
-    "seed", "require_delegation", "dataset", "checker", "calibration",
+    "seed", "require_delegation", "dataset", "checker", "calibration", "expect", "skip",
 }
 _INPUT_FIELDS = {"shape", "dtype", "range"}
+MANIFEST_A8W8_DEFAULT = "manifest default, the ops suite's A8W8 rule"
+"""How a case without a `tolerance` says where its A8W8 tolerance came from (`atol_rule`)."""
 _TOLERANCE_FIELDS = {"atol", "rtol", "min_sqnr_db", "scale_steps"}
 
 
@@ -122,7 +132,8 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
         inputs = _inputs(where, entry.get("inputs"))
     precisions = _precisions(where, entry.get("precision", "fp32"))
     tolerance, steps = _tolerance(where, entry.get("tolerance", {}))
-    expect = _strings(where, "expect_delegated", entry.get("expect_delegated", []))
+    given = "tolerance" in entry
+    delegated = _strings(where, "expect_delegated", entry.get("expect_delegated", []))
     tags = _strings(where, "tags", entry.get("tags", []))
     seed = entry.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -135,6 +146,14 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
         _callable(where, "calibration", entry["calibration"], path.parent)
         if "calibration" in entry else None
     )
+    try:
+        expect = parse_expectation(entry["expect"]) if "expect" in entry else None
+    except ValueError as exc:
+        raise where.error("expect", str(exc)) from None
+    try:
+        skip = parse_skip(entry["skip"]) if "skip" in entry else ""
+    except ValueError as exc:
+        raise where.error("skip", str(exc)) from None
     return [
         Case(
             id=case_id,
@@ -142,8 +161,8 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
             factory=factory,
             inputs=inputs,
             precision=precision,
-            tolerance=tolerance,
-            expect_delegated=expect,
+            tolerance=A8W8_RULE if precision == "a8w8" and not given else tolerance,
+            expect_delegated=delegated,
             seed=seed,
             tags=tags,
             file=path.as_posix(),
@@ -152,8 +171,11 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
             dataset=dataset,
             checker=checker,
             calibration=calibration,
-            atol_scale_steps=steps,
+            atol_scale_steps=A8W8_RULE_STEPS if precision == "a8w8" and not given else steps,
+            tolerance_rule=MANIFEST_A8W8_DEFAULT if precision == "a8w8" and not given else "",
             require_delegation=require,
+            expect=expect,
+            skip=skip,
         )
         for precision in precisions
     ]

@@ -26,7 +26,8 @@ T = TypeVar("T")
 
 
 class LoweringFailed(Exception):
-    """A stage failed; `verdict` names it (FAIL_EXPORT, FAIL_QUANTIZE, FAIL_LOWER)."""
+    """A stage failed; `verdict` names it (FAIL_EXPORT, FAIL_QUANTIZE, FAIL_LOWER), or the
+    case is not to be lowered at all (SKIP)."""
 
     def __init__(self, verdict: Verdict, message: str, detail: str = "") -> None:
         super().__init__(message)
@@ -103,35 +104,53 @@ def _write_raw(path: Path, tensor: torch.Tensor) -> None:
 def case_samples(case: Case) -> Samples:
     """The forward inputs the board runs (and their targets, for a dataset)."""
     if case.dataset is not None:
-        return case.dataset.batch(0, case.seed)
+        samples = case.dataset.batch(0, case.seed)
+        return Samples(_as_inputs(samples.inputs), samples.targets)
     if case.input_fn is not None:
         return Samples(_as_inputs(case.input_fn(case.seed)))
     return Samples(make_inputs(case.inputs, case.seed))
 
 
-def calibration_samples(case: Case) -> list[tuple[torch.Tensor, ...]]:
+def calibration_samples(case: Case) -> list[tuple[Any, ...]]:
     """A8W8 calibration batches: the suite's, else the dataset's batches 1..N, else seeded
     samples of the inputs (never the evaluation batch itself)."""
     if case.calibration is not None:
         return [_as_inputs(sample) for sample in case.calibration()]
     if case.dataset is not None:
-        return [case.dataset.batch(i, case.seed).inputs for i in range(1, case.dataset.calibration + 1)]
+        return [_as_inputs(case.dataset.batch(i, case.seed).inputs)
+                for i in range(1, case.dataset.calibration + 1)]
     if case.input_fn is not None:
         return [_as_inputs(case.input_fn(case.seed + 1000 + i)) for i in range(CALIBRATION_SAMPLES)]
     return [make_inputs(case.inputs, case.seed + 1000 + i) for i in range(CALIBRATION_SAMPLES)]
 
 
-def _as_inputs(value: Any) -> tuple[torch.Tensor, ...]:
+def _as_inputs(value: Any) -> tuple[Any, ...]:
+    """The forward's positional arguments: one tensor, or a sequence whose items may nest
+    (a tuple of index tensors, a dict), every leaf a tensor. Leaves are made contiguous: a
+    program exported from a channels-last example expects channels-last bytes, while the
+    runner is given each input in the standard (contiguous) layout."""
     inputs = (value,) if isinstance(value, torch.Tensor) else tuple(value)
-    if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise TypeError("an input function must return a tensor or a sequence of tensors")
-    return inputs
+    leaves = torch.utils._pytree.tree_leaves(inputs)
+    bad = [type(leaf).__name__ for leaf in leaves if not isinstance(leaf, torch.Tensor)]
+    if not leaves or bad:
+        raise TypeError("inputs must be a tensor or a (nested) sequence of tensors"
+                        + (f", got a leaf of type {bad[0]}" if bad else ", got no tensor"))
+    return torch.utils._pytree.tree_map(lambda t: t.contiguous(), inputs)
+
+
+def input_leaves(inputs: tuple[Any, ...]) -> list[torch.Tensor]:
+    """The program's inputs, in order: the leaves of the forward's arguments in pytree
+    order, as `torch.export` flattens them (`input_<i>.bin`)."""
+    return torch.utils._pytree.tree_leaves(inputs)
 
 
 def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifact:
     """Lower `case` for `flow` into `folder` and compute host references with the eager
-    module (the quantized module for A8W8). A case with a checker also gets the fp32 model's
-    outputs (`fp32_reference_<i>.bin`) and its dataset's targets (`targets.npy`)."""
+    module (the quantized module for A8W8); a case that says `skip` stops here (SKIP). A
+    case with a checker also gets the fp32 model's outputs (`fp32_reference_<i>.bin`) and
+    its dataset's targets (`targets.npy`)."""
+    if case.skip:
+        raise LoweringFailed(Verdict.SKIP, f"skipped: {case.skip}")
     folder.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
 
@@ -164,7 +183,8 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
     )
     check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)
-    for i, tensor in enumerate(inputs):
+    flat_inputs = input_leaves(inputs)
+    for i, tensor in enumerate(flat_inputs):
         _write_raw(folder / f"input_{i}.bin", tensor)
     for i, tensor in enumerate(references):
         _write_raw(folder / f"reference_{i}.bin", tensor)
@@ -176,7 +196,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
     artifact = Artifact(
         folder=folder,
         flow=flow,
-        inputs=tuple(_meta(t) for t in inputs),
+        inputs=tuple(_meta(t) for t in flat_inputs),
         outputs=tuple(_meta(t) for t in references),
         pte_bytes=len(lowered.buffer),
         delegated_calls=lowered.delegated_calls,

@@ -35,7 +35,8 @@ LOWER_SOURCES = Path(__file__).parent
 """hil's lowering code: a change to it invalidates every entry."""
 
 
-_NOT_IN_ARTIFACT = {"tolerance", "tags", "file", "line", "expect_delegated"}
+_NOT_IN_ARTIFACT = {"tolerance", "tags", "file", "line", "expect_delegated", "expect", "skip",
+                    "tolerance_rule", "atol_scale_steps", "require_delegation"}
 """Case fields that judge an artifact but do not change it: not part of the key."""
 
 

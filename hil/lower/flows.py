@@ -35,7 +35,11 @@ def _edge_compile_config(flow: str) -> Any:
     return EdgeCompileConfig()
 
 
-def _partitioners(flow: str, chipset: str) -> list[Any]:
+def _partitioners(flow: str, chipset: str) -> Any:
+    """The flow's partitioners. For `enn`, as `to_edge_transform_and_lower_to_enn` of
+    `executorch/backends/samsung/utils/export_utils.py` passes them: `{"forward":
+    [EnnPartitioner(compile_specs)]}` with `compile_specs = [gen_samsung_backend_compile_spec
+    (chipset)]` (examples/samsung/aot_compiler.py); pinned by tests/lower/test_upstream_path.py."""
     if flow == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
@@ -49,7 +53,8 @@ def _partitioners(flow: str, chipset: str) -> list[Any]:
             gen_samsung_backend_compile_spec,
         )
 
-        return [EnnPartitioner([gen_samsung_backend_compile_spec(chipset)])]
+        compile_specs = [gen_samsung_backend_compile_spec(chipset)]
+        return {"forward": [EnnPartitioner(compile_specs)]}
     return []
 
 

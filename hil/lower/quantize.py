@@ -25,25 +25,36 @@ _PASS_THROUGH = ("view", "reshape", "permute", "squeeze", "unsqueeze", "flatten"
 scale of the dequantize before them."""
 
 
-def quantize_a8w8(module: torch.nn.Module, example: tuple[torch.Tensor, ...],
-                  calibration: Sequence[tuple[torch.Tensor, ...]],
+def quantize_a8w8(module: torch.nn.Module, example: tuple[Any, ...],
+                  calibration: Sequence[tuple[Any, ...]],
                   fold_quantize: bool = True) -> torch.fx.GraphModule:
     """Post-training A8W8 quantization with the ENN quantizer, calibrated on `calibration`.
 
-    `fold_quantize=True` for host flows: ExecuTorch's host kernels abort on unfolded
-    per-channel weight quantize ops. Flow `enn` keeps them (`False`), as upstream's ENN export
-    does: the ENN backend consumes the weight quantize nodes itself."""
+    Line for line `quantize_module(module, inputs, calibration_dataset, Precision.A8W8)` of
+    `executorch/backends/samsung/utils/export_utils.py` (pinned by
+    tests/lower/test_upstream_path.py), SDPA decomposition before `prepare_pt2e` included,
+    with two differences: calibration runs under `torch.no_grad()` (no numbers change), and
+    `fold_quantize` is a parameter (and `check_guards=False` says what upstream's `.module()`
+    gets implicitly). Flow `enn` keeps upstream's `False` (the ENN backend
+    consumes the weight quantize nodes itself); host flows fold (`True`): ExecuTorch's host
+    kernels abort on unfolded per-channel weight quantize ops."""
     from executorch.backends.samsung.quantizer.quantizer import EnnQuantizer, Precision
+    from executorch.backends.transforms.decompose_sdpa import DecomposeScaledDotProductAttention
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = EnnQuantizer()
-    quantizer.setup_quant_params(Precision.A8W8)
-    graph = torch.export.export(module, example).module()
-    prepared = prepare_pt2e(graph, quantizer)
+    quantizer.setup_quant_params(Precision.A8W8, True, False)  # is_per_channel, is_qat: upstream's defaults
+    # `.module()` called from a file under an "executorch" path makes no `_guards_fn` call
+    # module (torch/export/_unlift.py, _ok_to_generate_guards_fn); hil's path is not one, so
+    # it asks for what upstream gets. With the guard call the quantizer sees an extra user of
+    # the first input and duplicates its dequantize node.
+    exported_module = torch.export.export(module, example).module(check_guards=False)
+    DecomposeScaledDotProductAttention()(exported_module)
+    annotated_module = prepare_pt2e(exported_module, quantizer)
     with torch.no_grad():
-        for sample in calibration:
-            prepared(*sample)
-    return convert_pt2e(prepared, fold_quantize=fold_quantize)
+        for data in calibration:
+            annotated_module(*data)
+    return convert_pt2e(annotated_module, fold_quantize=fold_quantize)
 
 
 def _target_name(node: torch.fx.Node) -> str:

@@ -14,8 +14,10 @@
 - Accuracy: a verdict that went from a pass to a failure; or, per output, a max abs error that
   grew by more than the threshold and by more than a tenth of the output's `atol`, or an SQNR
   that dropped by more than SQNR_DROP_DB.
-- Warnings (not regressions): a pass that became PASS_UNDELEGATED, a case that errored
-  (infrastructure: nothing to compare), cases missing from either run.
+- Warnings (not regressions): a pass that became PASS_UNDELEGATED or a known failure
+  (XFAIL: its expectation says why), a case that errored (infrastructure: nothing to
+  compare), cases missing from either run. XPASS counts as passed numbers here: a known
+  failure that went away is "fixed".
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ MIN_SAMPLES = 3
 
 LATENCY_REGRESSION = "latency regression"
 ACCURACY_REGRESSION = "accuracy regression"
+KNOWN_FAILURE = "known failure"
 UNSTABLE = "unstable"
 TOO_FEW = "too few samples"
 STATUS_ORDER = (
@@ -59,6 +62,7 @@ STATUS_ORDER = (
     UNSTABLE,
     TOO_FEW,
     "undelegated",
+    KNOWN_FAILURE,
     "error",
     "missing",
     "new",
@@ -192,10 +196,15 @@ def _compare_case(
     row.sqnr_db = (_worst(base, "sqnr_db", min), _worst(new, "sqnr_db", min))
     if after.is_error or before.is_error:
         row.statuses.append("error")
-    if before.passed and after.is_failure:
+    ran_before = before.passed or before is Verdict.XPASS  # XPASS: the numbers passed
+    ran_now = after.passed or after is Verdict.XPASS
+    if ran_before and after.is_failure and after is not Verdict.XPASS:
         row.statuses.append(ACCURACY_REGRESSION)
         row.notes.append(f"{before.value} → {after.value}")
-    elif before.is_failure and after.passed:
+    elif ran_before and after is Verdict.XFAIL:
+        row.statuses.append(KNOWN_FAILURE)
+        row.notes.append(f"{before.value} → XFAIL")
+    elif (before.is_failure or before is Verdict.XFAIL) and ran_now:
         row.statuses.append("fixed")
     if before is Verdict.PASS and after is Verdict.PASS_UNDELEGATED:
         row.statuses.append("undelegated")

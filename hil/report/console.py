@@ -42,7 +42,7 @@ def verdict_style(verdict: Verdict) -> str:
         return "green"
     if verdict is Verdict.PASS_UNDELEGATED:
         return "yellow"
-    if verdict is Verdict.SKIP:
+    if verdict in (Verdict.SKIP, Verdict.XFAIL):
         return "dim"
     if verdict.is_error:
         return "magenta"
@@ -54,13 +54,15 @@ def _number(value: Any, spec: str) -> str:
 
 
 def format_totals(results: dict[str, Any]) -> str:
-    """`N passed, N failed, N errors, N skipped` over the document's cases."""
+    """`N passed, N failed, N errors, N skipped, N xfail` over the document's cases (XPASS
+    counts as failed, XFAIL — a known failure — in its own column)."""
     verdicts = [Verdict(case["verdict"]) for case in results.get("cases") or []]
     passed = sum(v.passed for v in verdicts)
     failed = sum(v.is_failure for v in verdicts)
     errors = sum(v.is_error for v in verdicts)
-    skipped = sum(v is Verdict.SKIP for v in verdicts)
-    return f"{passed} passed, {failed} failed, {errors} errors, {skipped} skipped"
+    skipped = verdicts.count(Verdict.SKIP)
+    xfailed = verdicts.count(Verdict.XFAIL)
+    return f"{passed} passed, {failed} failed, {errors} errors, {skipped} skipped, {xfailed} xfail"
 
 
 def render_table(results: dict[str, Any], console: Console | None = None) -> None:

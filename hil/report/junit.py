@@ -3,7 +3,8 @@
 cases that never reached a board), one testcase per case in results order.
 
 Verdicts map through `Verdict.junit_element`; PASS_UNDELEGATED is a pass whose system-out
-starts with a `WARNING: PASS_UNDELEGATED` line (JUnit has no "passed with a warning").
+starts with a `WARNING: PASS_UNDELEGATED` line (JUnit has no "passed with a warning"); SKIP
+and XFAIL (a known failure) are `<skipped>` with their reason, XPASS a `<failure>`.
 """
 
 from __future__ import annotations

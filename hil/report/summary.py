@@ -92,6 +92,7 @@ def _header(results: dict[str, Any]) -> list[str]:
     failed = sum(v.is_failure for v in verdicts)
     errors = sum(v.is_error for v in verdicts)
     skipped = verdicts.count(Verdict.SKIP)
+    xfailed = verdicts.count(Verdict.XFAIL)
     undelegated = verdicts.count(Verdict.PASS_UNDELEGATED)
     outcome = "failed" if failed else "infrastructure errors" if errors else "passed"
     if not cases:
@@ -100,7 +101,8 @@ def _header(results: dict[str, Any]) -> list[str]:
     lines = [
         f"## exynos-hil: {outcome}" + (f" ({cell(status)})" if status != "complete" else ""),
         "",
-        f"**{passed} passed, {failed} failed, {errors} errors, {skipped} skipped** "
+        f"**{passed} passed, {failed} failed, {errors} errors, {skipped} skipped, "
+        f"{xfailed} xfail** "
         f"of {len(cases)} case(s)"
         + (f" — {undelegated} passed with ops undelegated (PASS_UNDELEGATED)" if undelegated else ""),
         "",
@@ -138,7 +140,8 @@ def _suites(cases: list[dict[str, Any]]) -> _Section:
         key = (f"{case['suite']}.{case['precision']}", case.get("board") or "-")
         groups.setdefault(key, []).append(Verdict(case["verdict"]))
         seconds[key] = seconds.get(key, 0.0) + _total_s(case)
-    columns = ["suite", "board", "cases", "passed", "failed", "errors", "skipped", "time s"]
+    columns = ["suite", "board", "cases", "passed", "failed", "errors", "skipped", "xfail",
+               "time s"]
     rows = [
         _row(
             [
@@ -149,6 +152,7 @@ def _suites(cases: list[dict[str, Any]]) -> _Section:
                 str(sum(v.is_failure for v in vs)),
                 str(sum(v.is_error for v in vs)),
                 str(vs.count(Verdict.SKIP)),
+                str(vs.count(Verdict.XFAIL)),
                 _num(seconds[(suite, board)], ".1f"),
             ]
         )
@@ -197,6 +201,21 @@ def _failures(cases: list[dict[str, Any]]) -> _Section | None:
         *_table_head(columns, {"max abs err", "SQNR dB"}),
     ]
     return _Section(head, rows, "failures/errors")
+
+
+def _known_failures(cases: list[dict[str, Any]]) -> _Section | None:
+    known = [c for c in cases if c["verdict"] == Verdict.XFAIL.value]
+    if not known:
+        return None
+    columns = ["case", "expected", "reason", "link"]
+    rows = []
+    for c in known:
+        expected = c.get("expected") or {}
+        rows.append(_row([f"`{cell(case_key(c))}`", cell(expected.get("verdict") or "-"),
+                          cell(expected.get("reason") or c.get("message") or ""),
+                          cell(expected.get("link") or "-")]))
+    head = [f"### Known failures ({len(known)}, XFAIL)", "", *_table_head(columns)]
+    return _Section(head, rows, "known failures")
 
 
 def _localization(results: dict[str, Any]) -> _Section | None:
@@ -294,10 +313,11 @@ def render_summary(results: dict[str, Any], limit_bytes: int = SUMMARY_LIMIT_BYT
         "suites": _suites(cases),
         "failures": _failures(cases),
         "localization": _localization(results),
+        "known": _known_failures(cases),
         "slowest": _slowest(cases),
         "latency": _latency(cases),
     }
-    order = ("failures", "localization", "suites", "slowest", "latency")
+    order = ("failures", "localization", "suites", "known", "slowest", "latency")
     priority = [s for s in (sections[k] for k in order) if s]
     # each section's heading and "N more not shown" line first; drop the least important
     # sections when even those do not fit

@@ -200,6 +200,7 @@ class WarmExecutor:
             crash_signal=kinds["crash"].signal if "crash" in kinds else None,
             outputs_unwritable="storage-full" in kinds,
             miscompute=tuple((f.op, f.rel) for f in faults if f.kind == "miscompute"),
+            noise=(kinds["noise"].rel, kinds["noise"].seed) if "noise" in kinds else None,
             slow_s=kinds["slow"].delay if "slow" in kinds else 0.0,
         )
         result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn), faults=runner_faults)

@@ -15,6 +15,7 @@ Kinds:
 | `hang` | the runner never finishes (until it is killed) | |
 | `truncate-output` | the runner exits 0 but its output files are cut to half | |
 | `missing-output` | the runner exits 0 but writes no output file | |
+| `noise` | Gaussian noise of `rel` x each float output's std on the outputs (`noise.py`) | `rel`, `seed` |
 | `storage-full` | a push (`on=push`) or the runner's output writes (`on=exec`) fail: ENOSPC | `on`, `path` |
 | `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
@@ -52,7 +53,7 @@ EVENTS = ("push", "exec", "pull")
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
-RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute")
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise")
 """Faults of the runner: on runner execs only."""
 STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot")
 """Faults that hold until cleared rather than fire on an event."""
@@ -71,6 +72,7 @@ _KEYS = {
     "hang": {"after", "times"},
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
+    "noise": {"rel", "seed", "after", "times"},
     "miscompute": {"op", "rel", "after", "times"},
     "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
@@ -80,7 +82,8 @@ _KEYS = {
     "hot": {"temp", "seconds"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
-                  "missing-output": "exec", "miscompute": "exec", "storage-full": "push", "freeze": "exec",
+                  "missing-output": "exec", "miscompute": "exec", "noise": "exec", "storage-full": "push",
+                  "freeze": "exec",
                   "reboot": "exec", "panic": "exec"}
 _EVENTS_OF = {"storage-full": ("push", "exec")}
 """Events a runner or storage fault may fire on, where there is a choice."""
@@ -110,9 +113,12 @@ class Fault:
     """`miscompute`: the op whose presence in a program perturbs its outputs (an aten name:
     `hardswish`, `add`, `convolution`...); empty: every program."""
     rel: float = 0.5
-    """`miscompute`: the added error's RMS relative to each output's RMS."""
+    """`miscompute`: the added error's RMS relative to each output's RMS; `noise`: the
+    noise's standard deviation as a multiple of each output's."""
     """`slow`: seconds added before every adb message the board sends (`on=exec`: to
     every timed inference instead)."""
+    seed: int = 0
+    """`noise`: seed of the noise generator."""
     temp: float = 80.0
     """`hot`: the temperature of every thermal zone (°C)."""
     seconds: float = 30.0
@@ -154,7 +160,7 @@ def parse_fault(spec: str) -> Fault:
         fields["on"] = on
     if "path" in values:
         fields["path"] = values["path"]
-    for key in ("after", "times"):
+    for key in ("after", "times", "seed"):
         if key in values:
             fields[key] = _integer(spec, key, values[key])
     if "signal" in values:
@@ -176,6 +182,8 @@ def parse_fault(spec: str) -> Fault:
         fields["delay"] = delay
     if kind == "miscompute":
         _miscompute_fields(spec, values, fields)
+    if kind == "noise":
+        fields["rel"] = _noise_rel(spec, values)
     fields.update(_latency_fault_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]
 
@@ -195,6 +203,18 @@ def _miscompute_fields(spec: str, values: dict[str, str], fields: dict[str, obje
         if not 0 < rel <= 100:
             raise UsageError(f"--fault {spec!r}: rel={values['rel']!r}: a number in (0, 100]")
         fields["rel"] = rel
+
+
+def _noise_rel(spec: str, values: dict[str, str]) -> float:
+    """`noise`'s required `rel`: a multiple of the output's standard deviation."""
+    try:
+        rel = float(values.get("rel", "nan"))
+    except ValueError:
+        rel = float("nan")
+    if not 0 < rel <= 100:
+        raise UsageError(f"--fault {spec!r}: rel={values.get('rel', '?')}: a multiple of the "
+                         "output's standard deviation in (0, 100] is required")
+    return rel
 
 
 # -- latency faults (hil/board/thermal.py, `hil compare`): a hot board, a slow runner -------

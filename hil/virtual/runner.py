@@ -14,7 +14,8 @@ exit code and the same files written. What differs, and why:
 - stderr starts with one banner line saying this runner is VIRTUAL.
 - Programs are cached by (host path, size, mtime_ns) and loaded from bytes (never mmap'd).
 - A `miscompute` fault perturbs the outputs of a program that executes its op (the op names
-  are read from the program: `program_ops.py`) before they are written.
+  are read from the program: `program_ops.py`) before they are written; a `noise` fault adds
+  seeded Gaussian noise to them (`noise.py`), as a wrong kernel leaves them.
 
 Device paths are relative to the device cwd and map to `fs_root/<path>`; a path whose host
 location (symlinks resolved) leaves `fs_root` is a missing file.
@@ -40,6 +41,7 @@ from hil.runner.contract import check_failed_message, log_line, statistics_text,
 from hil.runner.profiles import PROFILES, RunnerProfile, refusal
 from hil.runner.pte import ProgramInfo, PteError, read_program
 from hil.virtual import gflags
+from hil.virtual.noise import add_noise
 from hil.virtual.program_ops import operator_base, program_op_names
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,9 @@ class RunnerFaults:
     miscompute: tuple[tuple[str, float], ...] = ()
     """(op, rel) per `miscompute` fault: a program executing `op` (any program when empty)
     returns floating outputs + rel x their RMS (`perturb`)."""
+    noise: tuple[float, int] | None = None
+    """(rel, seed) of a `noise` fault: Gaussian noise of rel x each floating output's
+    standard deviation on the outputs (`noise.py`)."""
     slow_s: float = 0.0
     """Added to every timed or untimed inference (a `slow,on=exec` fault): a slower program."""
 
@@ -422,6 +427,8 @@ def _run(
             continue
         if rel is not None:
             value = perturb(value, rel)
+        if faults.noise is not None:
+            value = add_noise(value, index, *faults.noise)
         data = value.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
         target = posixpath.join(flags["output_path"], f"output_{index}.bin")
         written = not faults.outputs_unwritable and fs.write(target, data)

@@ -120,6 +120,9 @@ def test_image_folder_dataset_reads_class_folders(tmp_path):
         ("    calibration: 'user_models:nothing'\n", "calibration: 'user_models' has no callable 'nothing'"),
         ("    require_delegation: sometimes\n", "require_delegation: expected true or false"),
         ("    tolerance: {scale_steps: -1}\n", "tolerance.scale_steps: expected a non-negative number"),
+        ("    expect: {verdict: PASS, reason: x}\n", "expect: verdict: expected one of FAIL_EXPORT"),
+        ("    expect: {verdict: FAIL_RUN}\n", "expect: reason: required"),
+        ("    skip: ''\n", "skip: expected one line of text"),
     ],
 )
 def test_malformed_new_fields_name_the_field(tmp_path, extra, expected):
@@ -144,3 +147,21 @@ def test_malformed_manifest_exits_3_with_one_line(tmp_path):
     assert done.returncode == 3 and len(lines) == 1, done.stderr
     assert lines[0] == (f"hil: error: {path}: cases[0] (a): inputs[0].dtype: unknown dtype "
                         "'complex64' (one of float32, float16, int64, int32, int8, uint8, bool)")
+
+
+def test_a8w8_without_a_tolerance_gets_the_ops_rule_and_says_so(tmp_path):
+    fp32, a8w8 = load_manifest(_write(tmp_path, GOOD + "    precision: all\n"))
+    assert (fp32.tolerance.atol, fp32.atol_scale_steps, fp32.tolerance_rule) == (1e-4, 0.0, "")
+    assert (a8w8.tolerance.atol, a8w8.tolerance.min_sqnr_db, a8w8.atol_scale_steps) == (1e-3, 30.0, 2.0)
+    assert a8w8.tolerance_rule == "manifest default, the ops suite's A8W8 rule"
+    given = load_manifest(_write(tmp_path, GOOD + "    precision: all\n    tolerance: {atol: 0.5}\n"))
+    assert [(c.tolerance.atol, c.atol_scale_steps, c.tolerance_rule) for c in given] == [
+        (0.5, 0.0, ""), (0.5, 0.0, "")]
+
+
+def test_expectations_and_skips_reach_the_cases(tmp_path):
+    extra = ("    precision: all\n    skip: 'too big'\n"
+             "    expect: {verdict: FAIL_MISMATCH, reason: known, link: 'https://x/1'}\n")
+    cases = load_manifest(_write(tmp_path, GOOD + extra))
+    assert {(c.skip, c.expect.verdict.value, c.expect.link) for c in cases} == {
+        ("too big", "FAIL_MISMATCH", "https://x/1")}

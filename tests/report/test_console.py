@@ -25,11 +25,11 @@ def test_header_says_the_board_is_virtual() -> None:
 
 def test_totals_line_counts_each_kind() -> None:
     results = sample_results()
-    assert format_totals(results) == "2 passed, 2 failed, 2 errors, 1 skipped"
-    assert "2 passed, 2 failed, 2 errors, 1 skipped" in _render(results).splitlines()
+    assert format_totals(results) == "2 passed, 2 failed, 2 errors, 1 skipped, 0 xfail"
+    assert "2 passed, 2 failed, 2 errors, 1 skipped, 0 xfail" in _render(results).splitlines()
     results["cases"] = [case("s", "fp32", f"c{i}", "PASS") for i in range(5)]
     results["cases"].append(case("s", "fp32", "bad", "FAIL_MISMATCH"))
-    assert format_totals(results) == "5 passed, 1 failed, 0 errors, 0 skipped"
+    assert format_totals(results) == "5 passed, 1 failed, 0 errors, 0 skipped, 0 xfail"
 
 
 def test_each_case_is_one_row_with_its_numbers() -> None:

@@ -70,21 +70,22 @@ class Edsr(nn.Module):
 
 class Wav2Letter(nn.Module):
     """Fully convolutional ASR acoustic model on raw 16 kHz audio: a strided waveform conv
-    (250 filters, window 250, hop 160), a stride-2 conv, seven 7-wide convs, a 32-wide
-    2000-filter conv, two 1x1 convs, ReLU after each, log-softmax over the labels."""
+    (`width` filters, window 250, hop 160), a stride-2 conv, seven 7-wide convs, a 32-wide
+    `wide`-filter conv, two 1x1 convs, ReLU after each, log-softmax over the labels.
+    torchaudio's sizes: width 250, wide 2000."""
 
-    def __init__(self, num_classes: int = 29) -> None:
+    def __init__(self, num_classes: int = 29, width: int = 250, wide: int = 2000) -> None:
         super().__init__()
         layers: list[nn.Module] = [
-            nn.Conv1d(1, 250, kernel_size=250, stride=160, padding=45), nn.ReLU(inplace=True),
-            nn.Conv1d(250, 250, kernel_size=48, stride=2, padding=23), nn.ReLU(inplace=True),
+            nn.Conv1d(1, width, kernel_size=250, stride=160, padding=45), nn.ReLU(inplace=True),
+            nn.Conv1d(width, width, kernel_size=48, stride=2, padding=23), nn.ReLU(inplace=True),
         ]
         for _ in range(7):
-            layers += [nn.Conv1d(250, 250, kernel_size=7, padding=3), nn.ReLU(inplace=True)]
+            layers += [nn.Conv1d(width, width, kernel_size=7, padding=3), nn.ReLU(inplace=True)]
         layers += [
-            nn.Conv1d(250, 2000, kernel_size=32, padding=16), nn.ReLU(inplace=True),
-            nn.Conv1d(2000, 2000, kernel_size=1), nn.ReLU(inplace=True),
-            nn.Conv1d(2000, num_classes, kernel_size=1), nn.ReLU(inplace=True),
+            nn.Conv1d(width, wide, kernel_size=32, padding=16), nn.ReLU(inplace=True),
+            nn.Conv1d(wide, wide, kernel_size=1), nn.ReLU(inplace=True),
+            nn.Conv1d(wide, num_classes, kernel_size=1), nn.ReLU(inplace=True),
         ]
         self.acoustic_model = nn.Sequential(*layers)
 
@@ -180,3 +181,120 @@ class MobileBert(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+class MobileBertForMaskedLm(nn.Module):
+    """The MobileBERT encoder with a masked-language-model head: a linear decoder from the
+    last hidden state to the vocabulary. Returns token logits `(N, length, vocab)`.
+    (Hugging Face's head adds a transform and ties part of the decoder to the embeddings;
+    the head here is a single linear layer, fitted by `hil.cases.models`.)"""
+
+    def __init__(self, vocab: int = 30522, layers: int = 24) -> None:
+        super().__init__()
+        self.encoder = MobileBert(vocab=vocab, layers=layers)
+        self.decoder = nn.Linear(self.encoder.norm.weight.shape[0], vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(ids))
+
+
+# -- Inception-v4 (Szegedy et al. 2016; timm `inception_v4`, Cadene's pretrainedmodels) ----
+
+
+class BasicConv2d(nn.Sequential):
+    """conv (no bias) → BatchNorm (eps 1e-3) → ReLU."""
+
+    def __init__(self, cin: int, cout: int, kernel: int | tuple[int, int], stride: int = 1,
+                 padding: int | tuple[int, int] = 0) -> None:
+        super().__init__(nn.Conv2d(cin, cout, kernel, stride=stride, padding=padding, bias=False),
+                         nn.BatchNorm2d(cout, eps=0.001), nn.ReLU(inplace=True))
+
+
+class _Branches(nn.Module):
+    """Parallel branches concatenated on channels."""
+
+    def __init__(self, *branches: nn.Module) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList(branches)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([branch(x) for branch in self.branches], dim=1)
+
+
+def _seq(*layers: nn.Module) -> nn.Sequential:
+    return nn.Sequential(*layers)
+
+
+def _pool_proj(cin: int, cout: int) -> nn.Sequential:
+    return _seq(nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False), BasicConv2d(cin, cout, 1))
+
+
+def _inception_a() -> nn.Module:
+    return _Branches(
+        BasicConv2d(384, 96, 1),
+        _seq(BasicConv2d(384, 64, 1), BasicConv2d(64, 96, 3, padding=1)),
+        _seq(BasicConv2d(384, 64, 1), BasicConv2d(64, 96, 3, padding=1), BasicConv2d(96, 96, 3, padding=1)),
+        _pool_proj(384, 96),
+    )
+
+
+def _inception_b() -> nn.Module:
+    return _Branches(
+        BasicConv2d(1024, 384, 1),
+        _seq(BasicConv2d(1024, 192, 1), BasicConv2d(192, 224, (1, 7), padding=(0, 3)),
+             BasicConv2d(224, 256, (7, 1), padding=(3, 0))),
+        _seq(BasicConv2d(1024, 192, 1), BasicConv2d(192, 192, (7, 1), padding=(3, 0)),
+             BasicConv2d(192, 224, (1, 7), padding=(0, 3)), BasicConv2d(224, 224, (7, 1), padding=(3, 0)),
+             BasicConv2d(224, 256, (1, 7), padding=(0, 3))),
+        _pool_proj(1024, 128),
+    )
+
+
+class _InceptionC(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch0 = BasicConv2d(1536, 256, 1)
+        self.branch1 = BasicConv2d(1536, 384, 1)
+        self.branch1a = BasicConv2d(384, 256, (1, 3), padding=(0, 1))
+        self.branch1b = BasicConv2d(384, 256, (3, 1), padding=(1, 0))
+        self.branch2 = _seq(BasicConv2d(1536, 384, 1), BasicConv2d(384, 448, (3, 1), padding=(1, 0)),
+                            BasicConv2d(448, 512, (1, 3), padding=(0, 1)))
+        self.branch2a = BasicConv2d(512, 256, (1, 3), padding=(0, 1))
+        self.branch2b = BasicConv2d(512, 256, (3, 1), padding=(1, 0))
+        self.branch3 = _pool_proj(1536, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b1, b2 = self.branch1(x), self.branch2(x)
+        return torch.cat([self.branch0(x), self.branch1a(b1), self.branch1b(b1),
+                          self.branch2a(b2), self.branch2b(b2), self.branch3(x)], dim=1)
+
+
+class InceptionV4(nn.Module):
+    """Inception-v4: stem (Mixed 3a/4a/5a), 4 Inception-A, Reduction-A, 7 Inception-B,
+    Reduction-B, 3 Inception-C, global average pool, linear classifier."""
+
+    def __init__(self, num_classes: int = 1000) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            BasicConv2d(3, 32, 3, stride=2), BasicConv2d(32, 32, 3), BasicConv2d(32, 64, 3, padding=1),
+            _Branches(nn.MaxPool2d(3, stride=2), BasicConv2d(64, 96, 3, stride=2)),
+            _Branches(_seq(BasicConv2d(160, 64, 1), BasicConv2d(64, 96, 3)),
+                      _seq(BasicConv2d(160, 64, 1), BasicConv2d(64, 64, (1, 7), padding=(0, 3)),
+                           BasicConv2d(64, 64, (7, 1), padding=(3, 0)), BasicConv2d(64, 96, 3))),
+            _Branches(BasicConv2d(192, 192, 3, stride=2), nn.MaxPool2d(3, stride=2)),
+            *[_inception_a() for _ in range(4)],
+            _Branches(BasicConv2d(384, 384, 3, stride=2),
+                      _seq(BasicConv2d(384, 192, 1), BasicConv2d(192, 224, 3, padding=1),
+                           BasicConv2d(224, 256, 3, stride=2)),
+                      nn.MaxPool2d(3, stride=2)),
+            *[_inception_b() for _ in range(7)],
+            _Branches(_seq(BasicConv2d(1024, 192, 1), BasicConv2d(192, 192, 3, stride=2)),
+                      _seq(BasicConv2d(1024, 256, 1), BasicConv2d(256, 256, (1, 7), padding=(0, 3)),
+                           BasicConv2d(256, 320, (7, 1), padding=(3, 0)), BasicConv2d(320, 320, 3, stride=2)),
+                      nn.MaxPool2d(3, stride=2)),
+            *[_InceptionC() for _ in range(3)],
+        )
+        self.last_linear = nn.Linear(1536, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.last_linear(self.features(x).mean(dim=(2, 3)))
