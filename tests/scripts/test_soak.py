@@ -87,3 +87,15 @@ def test_every_event_fault_the_chaos_deals_fires_a_bounded_number_of_times() -> 
     faults = [parse_fault(card) for card in cards if card != soak_script.SERVER_KILL]
     assert {f.kind for f in faults} == set(KINDS)
     assert [f.kind for f in faults if not f.is_state and f.times == 0] == []
+
+
+def test_an_event_fault_after_a_pass_is_not_that_pass() -> None:
+    # a hang fired 42 ms after a case passed, on the next case's exec; that case's attempts
+    # were not in the results (its retry was cut by SIGTERM): the soak called the PASS unhandled
+    soak_script = _soak_module()
+    passed = {"key": "s.fp32.a", "board": "b", "verdict": "PASS", "message": "",
+              "started": 100.0, "finished": 100.063}
+    after = soak_script.fault_fates([], [(100.105, "b", "hang", "exec")], [passed], None)
+    assert after["unhandled"] == [] and after["kinds"]["hang"]["outcomes"] == {"between cases": 1}
+    inside = soak_script.fault_fates([], [(100.030, "b", "hang", "exec")], [passed], None)
+    assert len(inside["unhandled"]) == 1  # a hang inside a passing attempt is a silent green
