@@ -58,6 +58,9 @@ PROBATION_S = 30.0
 health check; doubled for each later quarantine of the same board and each failed check."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run."""
+INTERRUPT_CLEANUP_S = 3.0
+"""After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
+(hil must exit within 10 s)."""
 GOOD_STREAK = 10
 """Cases in a row without an infrastructure error after which a board's earlier quarantines
 no longer lengthen the next one."""
@@ -134,6 +137,13 @@ def new_run_id() -> str:
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _join_within(threads: list[threading.Thread], seconds: float) -> None:
+    """Join `threads`, all of them within `seconds` in total."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def _now_ms() -> str:
@@ -353,7 +363,11 @@ class Run:
                 self._close("complete")
             except KeyboardInterrupt:
                 self._close("interrupted")  # before the boards and servers stop: no board
-                raise                        # thread may write after this
+                # thread may write after this; those that stop at once remove the run's
+                # folder from their board while the adb server still runs (a soak's boards
+                # kept it: the cleanup came after the server had stopped)
+                _join_within(threads, INTERRUPT_CLEANUP_S)
+                raise
             except UsageError:
                 self._close("refused")
                 for thread in threads:  # they clean their boards up before the boards stop
@@ -492,7 +506,7 @@ class Run:
         console, install the runner; InfraError (the board is not used) when any of it fails."""
         from hil.board.adb import AdbBoard
         from hil.board.console import SerialConsole
-        from hil.board.preflight import connect, inspect_board
+        from hil.board.preflight import connect_keeping_server, inspect_board
         from hil.board.recovery import Recovery
         from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, choose_profile
 
@@ -517,7 +531,7 @@ class Run:
                 entry, adb=process.address, console=process.console, power=process
             )
         address = entry.adb
-        device = connect(entry, adb, address, timeout_s=idle_s)
+        device = connect_keeping_server(entry, adb, self.servers.keeper_for(adb), address, idle_s)
         probe = AdbBoard(name, address, device, self.run_id, VIRTUAL_RUNNER,
                          self.options.timeout_s, idle_s)
         report = inspect_board(probe, entry, self.options.chipset, console=False)

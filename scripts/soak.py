@@ -15,7 +15,8 @@ A benchmark, not a test (figures; it exits 1 when an invariant does not hold):
    probability `--chaos-rate`, one fault at a random moment of the next half second (so
    faults arrive mid-case, at a rate that follows the run's speed): every fault kind of
    `hil/virtual/faults.py` (kinds added later too, as bare specs) and the death of hil's adb
-   server, drawn from a shuffled deck so that every kind comes before any repeats; some on
+   server, drawn from a shuffled deck so that every kind comes before any repeats (an event
+   fault that fires every time by default, as a bare `miscompute`, is drawn to fire once); some on
    two boards at once, and more while a board climbs its recovery ladder; only boards in the
    run (a quarantined board is not in use). State faults are cleared after a few seconds.
 5. Afterwards: every planned case reported exactly once in results.json and JUnit; each
@@ -47,6 +48,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -539,10 +541,12 @@ class Chaos:
         for kind in KINDS:
             for spec in CARDS.get(kind, (kind,)):
                 try:
-                    parse_fault(spec)
+                    fault = parse_fault(spec)
                 except Exception as exc:  # noqa: BLE001 - a later kind that needs options
                     self.skipped[kind] = str(exc)
                     continue
+                if not fault.is_state and fault.times == 0:  # a later kind firing every time
+                    spec += ",times=1"  # by default (as a bare `miscompute`): once, like the rest
                 cards.append(spec)
         return cards
 
@@ -712,6 +716,35 @@ def throughput(finished: list[tuple[float, int, str, str, str]],
                                     span(i / 10, (i + 1) / 10)[-1]), 2) for i in range(10)]}
 
 
+STEADY_GAP_S = 2.0
+"""A board's attempt follows its previous one within this: no recovery or sit-out between."""
+
+
+def steady_pace(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """hil's own pace, apart from the chaos's toll: the median time a board spends per
+    passing attempt (the attempt plus the idle time since its previous one ended), over the
+    first and the last THROUGHPUT_SHARE of such attempts. Throughput also counts boards out of
+    the run, recoveries and timeouts; this does not, so a hil that slows down with the
+    number of cases (a per-case cost growing with the run) shows here."""
+    previous: dict[str, float] = {}
+    paces: list[tuple[float, float]] = []
+    for attempt in sorted(attempts, key=lambda a: a["started"]):
+        board, before = attempt["board"], previous.get(attempt["board"])
+        previous[board] = attempt["finished"]
+        if attempt["verdict"] != "PASS" or before is None or attempt["started"] - before > STEADY_GAP_S:
+            continue
+        paces.append((attempt["finished"], attempt["finished"] - before))
+    paces.sort()
+    window = int(len(paces) * THROUGHPUT_SHARE)
+    if window < 10:
+        return {"steady_case_ms_first": None, "steady_case_ms_last": None,
+                "steady_speed_last_vs_first": None}
+    first = statistics.median(p for _t, p in paces[:window])
+    last = statistics.median(p for _t, p in paces[-window:])
+    return {"steady_case_ms_first": round(first * 1000, 1), "steady_case_ms_last": round(last * 1000, 1),
+            "steady_speed_last_vs_first": round(first / last, 3) if last > 0 else None}
+
+
 def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, str]],
                 attempts: list[dict[str, Any]], hil: HilRun) -> dict[str, Any]:
     """Per fault kind: injected, fired, during recovery, on two boards, the verdicts of the
@@ -720,14 +753,15 @@ def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, 
     for attempt in attempts:
         by_board[attempt["board"]].append(attempt)
 
-    def attempt_at(board: str, at: float) -> dict[str, Any] | None:
-        """The attempt running on `board` at `at`: the one that contains it, else (stamps
-        are to the millisecond) the nearest within 50 ms."""
+    def attempt_at(board: str, at: float, slack: float = 0.05) -> dict[str, Any] | None:
+        """The attempt running on `board` at `at`: the one that contains it, else the nearest
+        within `slack` (stamps are to the millisecond; a fault the soak applies itself lands
+        a little after the soak's stamp of it)."""
         attempts = by_board.get(board, [])
         inside = [a for a in attempts if a["started"] <= at <= a["finished"]]
         if inside:
             return max(inside, key=lambda a: a["started"])
-        near = [a for a in attempts if a["started"] - 0.05 <= at <= a["finished"] + 0.05]
+        near = [a for a in attempts if a["started"] - slack <= at <= a["finished"] + slack]
         return min(near, key=lambda a: min(abs(at - a["started"]), abs(at - a["finished"])),
                    default=None)
 
@@ -745,7 +779,9 @@ def fault_fates(injections: list[Injection], fired: list[tuple[float, str, str, 
                                         "outcomes": collections.Counter(), "unhandled": 0,
                                         "examples": []})
         entry["fired"] += 1
-        attempt = attempt_at(board, at)
+        # the board stamps an event fault inside its attempt: 42 ms after a PASS is the next
+        # attempt's (one a SIGTERM left out of the results), not that PASS's
+        attempt = attempt_at(board, at, slack=0.002)
         outcome = attempt["verdict"] if attempt else "between cases"
         entry["outcomes"][outcome] += 1
         if attempt and len(entry["examples"]) < 3:
@@ -997,6 +1033,7 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
             "error": entry.get("error"),
         }
     figures["boards"] = board_figures
+    figures["boards_not_usable"] = {n: b["error"] for n, b in board_figures.items() if b["error"]}
     figures["boards_quarantined"] = sum(1 for b in board_figures.values() if b["quarantined"])
     figures["boards_came_back"] = sum(1 for b in board_figures.values() if b["came_back"])
 
@@ -1024,6 +1061,7 @@ def analyse(planned: list[str], out: Path, hil: HilRun, chaos: Chaos,
     figures["throughput_per_board_in_run_last_vs_first"] = speed["per_board_ratio"]
     figures["boards_in_run_deciles"] = speed.get("boards_in_run_deciles")
     figures["throughput_deciles"] = speed["deciles"]
+    figures.update(steady_pace(attempts))
     first, last = hil.first, hil.last
     if first and last:
         figures.update(
@@ -1055,6 +1093,8 @@ def invariants(figures: dict[str, Any]) -> list[str]:
     for key in ("lost", "duplicates", "unhandled_faults", "processes_left", "adb_connections_left"):
         if figures.get(key) != 0:
             failed.append(f"{key} = {figures.get(key)}")
+    if figures.get("boards_not_usable"):  # a soak of boards that never came up soaks nothing
+        failed.append(f"boards not usable: {figures['boards_not_usable']}")
     for key in ("results_valid", "junit_valid"):
         if figures.get(key) is not True:
             failed.append(f"{key}: {figures.get(key)}")

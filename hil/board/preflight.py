@@ -9,8 +9,10 @@ architecture, the free space in `/data/local/tmp`, whether the ENN vendor librar
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import logging
 import re
 import tempfile
 import time
@@ -28,7 +30,10 @@ from hil.board.watchdog import bounded
 from hil.errors import InfraError
 
 if TYPE_CHECKING:
+    from hil.board.recovery import ServerKeeper
     from hil.board.servers import Server
+
+log = logging.getLogger(__name__)
 
 VIRTUAL_RUNNER = Path(__file__).parents[1] / "virtual" / "runner_front.py"
 """What hil installs as `enn_executor_runner` on a virtual board."""
@@ -216,6 +221,25 @@ def connect(entry: InventoryEntry, server: Server, address: str, timeout_s: floa
             return device
         time.sleep(0.2)
     raise InfraError(f"{entry.name} ({address}): state {state!r}, not 'device'")
+
+
+def connect_keeping_server(
+    entry: InventoryEntry, server: Server, keeper: ServerKeeper, address: str, timeout_s: float
+) -> AdbDevice:
+    """`connect`, once more when the adb server died meanwhile and `keeper` restarted it
+    (hil's own server: adb 29.0.6 segfaulted once while four boards came up in a soak, and
+    every board was "not usable"). A board that is simply unreachable is not waited for
+    twice; a lab's server is never restarted (its death is the board's error)."""
+    restarts = keeper.restarts
+    try:
+        return connect(entry, server, address, timeout_s)
+    except InfraError:
+        with contextlib.suppress(InfraError):  # a lab's server refuses to be restarted
+            keeper.ensure_alive()
+        if keeper.restarts == restarts:
+            raise
+    log.warning("%s: the adb server died while the board came up: connecting again", entry.name)
+    return connect(entry, server, address, timeout_s)
 
 
 def preflight(

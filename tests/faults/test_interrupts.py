@@ -153,6 +153,22 @@ def test_a_stopped_run_exits_130_with_valid_reports_of_the_finished_cases(
     assert valid_junit(out / "junit.xml") == {finished[0]: "pass"}
 
 
+def test_a_stopped_run_removes_its_folder_from_the_board(board: BoardCli, tmp_path: Path) -> None:
+    board.control("fault clear")
+    board.control("fault slow,on=exec,delay=1")  # every case lasts a second: stopped mid-run
+    out = tmp_path / "out"
+    try:
+        run = start_run(board, out)
+        wait_for_cases(out / "results.json", 1, run)
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=120)
+    finally:
+        board.control("fault clear")
+    assert run.returncode == 130, output
+    run_id = json.loads((out / "results.json").read_text())["run"]["id"]
+    assert not (board.root / "fs" / "data" / "local" / "tmp" / "hil" / run_id).exists()
+
+
 def test_board_killed_mid_run_ends_with_exit_2_and_every_case_reported(
     hanging_board: BoardCli, tmp_path: Path
 ) -> None:
