@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import IO
+from typing import IO, Self
 
 import adbutils
 from adbutils import AdbConnection, AdbError
@@ -124,6 +124,26 @@ class _Server:
         self.host = host
         self.port = port
         self._client = _NoSpawnClient(host, port, socket_timeout)
+
+    def start(self) -> None:
+        """Make the server usable (start it, or check the lab's is there)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Let go of the server (stop it if hil owns it)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
 
     @property
     def address(self) -> str:
@@ -240,19 +260,6 @@ class LabAdbServer(_Server):
             with contextlib.suppress(InfraError):
                 self.disconnect(address)
 
-    def __enter__(self) -> LabAdbServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
 class AdbServer(_Server):
     """A private adb server: `start()`, `client`, `connect(address)`, `stop()`."""
 
@@ -349,15 +356,3 @@ class AdbServer(_Server):
         self._log.seek(0, os.SEEK_END)
         self._log.seek(max(0, self._log.tell() - size))
         return self._log.read().decode(errors="replace").strip() or "(no output)"
-
-    def __enter__(self) -> AdbServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
