@@ -58,7 +58,7 @@ PROBATION_S = 30.0
 health check; doubled for each later quarantine of the same board and each failed check."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run."""
-INTERRUPT_CLEANUP_S = 3.0
+INTERRUPT_CLEANUP_S = 5.0
 """After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
 (hil must exit within 10 s)."""
 GOOD_STREAK = 10

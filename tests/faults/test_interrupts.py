@@ -155,7 +155,7 @@ def test_a_stopped_run_exits_130_with_valid_reports_of_the_finished_cases(
 
 def test_a_stopped_run_removes_its_folder_from_the_board(board: BoardCli, tmp_path: Path) -> None:
     board.control("fault clear")
-    board.control("fault slow,on=exec,delay=1")  # every case lasts a second: stopped mid-run
+    board.control("fault slow,on=exec,delay=0.3")  # every case lasts over half a second: stopped mid-run
     out = tmp_path / "out"
     try:
         run = start_run(board, out)
