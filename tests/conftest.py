@@ -11,6 +11,34 @@ from hil.adbserver import AdbServer
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", default=False,
+        help="full-size variants (the 3,000-case soak, the whole ops-delegation derivation, the "
+             "from-scratch image build): ./scripts/test --full and the nightly workflow; CI runs "
+             "smaller versions that prove the same guarantees",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "full: runs only with --full (a full-size variant of a CI test)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="full-size variant: ./scripts/test --full")
+    for item in items:
+        if "full" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def full_size(request: pytest.FixtureRequest) -> bool:
+    """True under --full: tests that have a full-size variant run it."""
+    return bool(request.config.getoption("--full"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_artifact_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every run in the tests uses one fresh artifact cache, never the user's."""
