@@ -9,7 +9,7 @@ A case (built-in or in a manifest) may carry
   other outcome keeps its own verdict (a different failure is not the known one);
 - `skip: "reason"` — it is not lowered nor run: SKIP with the reason.
 
-`settle` is applied to every finished case record (`hil.run.case_record`); the verdicts'
+`settle` is applied to every finished case record (`hil.run.records.case_record`); the verdicts'
 meaning for JUnit, the exit code and retries is in `hil.verdict`.
 """
 

@@ -222,6 +222,15 @@ def require_enn_adaptor() -> None:
     )
 
 
+def enn_problem() -> str | None:
+    """Why flow `enn` cannot lower here (`require_enn_adaptor`'s one line), or None."""
+    try:
+        require_enn_adaptor()
+    except UsageError as exc:
+        return str(exc)
+    return None
+
+
 def library_path_missing(sdk: Litecore) -> bool:
     """True when this process's loader cannot see the SDK's libraries (its LD_LIBRARY_PATH
     at start did not name them): the wrapper must then be imported in a child process."""

@@ -45,6 +45,7 @@ from typing import Any
 
 from hil.adbserver import AdbServer
 from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, device_command, folder_markers
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases import load_suite
 from hil.cases.case import Case
@@ -52,7 +53,7 @@ from hil.latency_plan import NoiseControl
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache
 from hil.lower.pool import lower_cases
-from hil.run import VIRTUAL_RUNNER, Run, RunOptions
+from hil.run import Run, RunOptions
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.link import LINKS
 

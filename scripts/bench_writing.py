@@ -69,10 +69,10 @@ def main() -> int:
         start = time.perf_counter()
         for index in range(args.cases):
             began = time.perf_counter()
-            run._record(record(index))  # the run's recording path, as a board thread calls it
+            run.recorder.add(record(index))  # the run's recording path, as a board thread calls it
             per_case.append(time.perf_counter() - began)
         began = time.perf_counter()
-        run._close("complete")
+        run.recorder.close("complete")
         final_s = time.perf_counter() - began
         total_s = time.perf_counter() - start
         tenth = max(1, args.cases // 10)
@@ -83,7 +83,7 @@ def main() -> int:
             "last_10pct_ms_per_case": round(sum(per_case[-tenth:]) / tenth * 1e3, 2),
             "slowest_case_ms": round(max(per_case) * 1e3, 1),
             "final_write_s": round(final_s, 2),
-            "results_rewrites": run.writer.checkpoints,
+            "results_rewrites": run.recorder.writer.checkpoints,
             "results_mb": round((out / "results.json").stat().st_size / 1e6, 2),
             "junit_mb": round((out / "junit.xml").stat().st_size / 1e6, 2),
         }

@@ -45,15 +45,15 @@ def test_junit_is_rewritten_with_results_json_at_each_checkpoint(tmp_path: Path)
     run = Run(_options(tmp_path))
     rewrites = 0
     for index in range(120):
-        before = run.writer.checkpoints
-        run._record(_record(index))
+        before = run.recorder.writer.checkpoints
+        run.recorder.add(_record(index))
         on_disk = [c["id"] for c in json.loads((tmp_path / "results.json").read_text())["cases"]]
         assert _junit_ids(tmp_path / "junit.xml") == on_disk  # the same moment, always
         assert [c["id"] for c in load_results(tmp_path / "results.json")["cases"]] == [
             f"c{i:04d}" for i in range(index + 1)]  # the journal has every case at once
-        rewrites += run.writer.checkpoints - before
+        rewrites += run.recorder.writer.checkpoints - before
     assert rewrites < 30  # not one per case (about log(120) / log(1.25))
-    run._close("complete")
+    run.recorder.close("complete")
     assert len(_junit_ids(tmp_path / "junit.xml")) == 120
     assert not (tmp_path / "results.json.journal").exists()
 
@@ -64,7 +64,7 @@ def test_no_junit_document_outlives_its_rendering(tmp_path: Path) -> None:
     gc.disable()  # only the run's own collection may free the rendering's reference cycles
     try:
         for index in range(50):
-            run._record(_record(index))
+            run.recorder.add(_record(index))
         documents = [o for o in gc.get_objects() if isinstance(o, xml.dom.minidom.Document)]
     finally:
         gc.enable()

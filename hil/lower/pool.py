@@ -15,12 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hil.cases.case import Case
+from hil.interrupts import Stop
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache, cache_key
 from hil.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
+STOP_POLL_S = 0.2
+"""How often a pool's lowering looks at the stop flag."""
 POOL_THRESHOLD = 6
 """Below this many cases to lower, worker start-up (importing torch: seconds) costs more than
 it saves: lower in this process."""
@@ -80,10 +83,12 @@ def lower_cases(
     scratch: Path,
     cache: ArtifactCache | None,
     jobs: int,
+    stop: Stop | None = None,
 ) -> Iterator[Lowering]:
     """Yield a Lowering per case, cached first, then as each finishes.
 
-    Without a cache, artifacts go to `scratch/c<index>`.
+    Without a cache, artifacts go to `scratch/c<index>`. Once `stop` is set, nothing more is
+    yielded and the worker processes are ended (a lowering in this process finishes first).
     """
     todo: list[tuple[int, Case, str]] = []
     for index, case in enumerate(cases):
@@ -111,6 +116,8 @@ def lower_cases(
         in_process, jobs = False, max(1, jobs)  # only a new process's loader sees the path
     if in_process:
         for index, case, key in todo:
+            if stop is not None and stop.is_set():
+                return
             yield outcome(index, _lower_one(*args(index, case, key)))
         return
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
@@ -119,9 +126,19 @@ def lower_cases(
     }
     try:
         while futures:
-            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            if stop is not None and stop.is_set():
+                _end_workers(pool)
+                return
+            done, _ = wait(futures, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
                 index = futures.pop(future)
                 yield outcome(index, future.result())
     finally:
         pool.shutdown(wait=not futures, cancel_futures=True)
+
+
+def _end_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's worker processes: a stopped run does not wait for a lowering
+    (seconds to minutes) to finish. ProcessPoolExecutor has no public way to do it."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()

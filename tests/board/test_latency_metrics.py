@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from hil.board.adb import AdbBoard
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.latency_plan import NoiseControl
 from hil.lower import build_artifact
-from hil.run import VIRTUAL_RUNNER
 from hil.runner.pte import read_program_file
 
 pytestmark = pytest.mark.slow  # a lowering and a dozen runner invocations

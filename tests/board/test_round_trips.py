@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from hil.board.adb import AdbBoard
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.sync import pull_files, push_files
 from hil.cases import load_suite
 from hil.lower import build_artifact
-from hil.run import VIRTUAL_RUNNER
 from hil.virtual.server import STREAMS_LOG
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from hil.board.adb import AdbBoard
 from hil.board.connection import shell_v2
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.thermal import parse_state, thermal_script
-from hil.run import VIRTUAL_RUNNER
 from hil.virtual.device import CPUFREQ_POLICIES, THERMAL_ZONES
 from tests.faults import wait_until_warm
 

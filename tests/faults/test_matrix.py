@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import hil.run
+import hil.pool.health
 from hil.adbserver import AdbServer
 from hil.errors import InfraError, UsageError
 from hil.report.results import load_results
@@ -263,7 +263,7 @@ def _board(doc: dict[str, Any], name: str) -> dict[str, Any]:
 def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check(
     boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hil.run, "PROBATION_S", 1.0)
+    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 1.0)
     a, b = boards["a"], boards["b"]
     cases = tiny_copies(8)
     inventory = write_inventory(tmp_path / "inventory.yaml",
@@ -293,7 +293,7 @@ def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check
 def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
     boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hil.run, "PROBATION_S", 1.0)
+    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 1.0)
     a, b = boards["a"], boards["b"]
     cases = tiny_copies(12)
     out = tmp_path / "out"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from hil.board.adb import AdbBoard
+from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.lower import build_artifact
-from hil.run import VIRTUAL_RUNNER
 from hil.virtual.server import STREAMS_LOG
 
 pytestmark = pytest.mark.slow  # a lowering

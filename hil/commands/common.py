@@ -1,0 +1,84 @@
+"""What the sub-commands share: the choices, the case selection, the flow of `hil lower`, the
+cache folder, the lab's adb server, GitHub output. Light at import (`hil --help` imports it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hil.errors import UsageError
+
+FLOW_CHOICES = ("auto", "enn", "xnnpack", "portable")
+CHIPSET_CHOICES = ("E9955", "E9965")
+DRIFT_FLOOR_DB = 20.0
+"""`hil localize --against fp32`: default SQNR floor of a node against fp32."""
+
+
+def choice(value: str, choices: Sequence[str], flag: str) -> str:
+    """`value` when it is one of `choices`; a UsageError naming `flag` otherwise."""
+    if value not in choices:
+        raise UsageError(f"{flag}: unknown value {value!r} (one of {', '.join(choices)})")
+    return value
+
+
+def select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
+    """The cases `--suite/--precision/--filter/--shard` select, and the shard."""
+    from hil.cases import expand_precisions, load_suite, parse_shard, prefetch, select
+
+    shard = parse_shard(args.shard)
+    choice(args.chipset, CHIPSET_CHOICES, "--chipset")
+    choice(args.flow, FLOW_CHOICES, "--flow")
+    if args.precision not in ("fp32", "a8w8", "all"):
+        raise UsageError(f"--precision: unknown value {args.precision!r} (fp32, a8w8, all)")
+    cases = []
+    for suite in args.suite or ["smoke"]:
+        cases.extend(load_suite(suite, pretrained=args.pretrained))
+    cases = expand_precisions(cases, args.precision)
+    selected = select(cases, args.filter, (1, 1))
+    if not selected:
+        raise UsageError(
+            f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
+            + (f" --filter {args.filter}" if args.filter else "")
+        )
+    chosen = select(selected, [], shard)
+    prefetch(chosen)
+    return chosen, shard
+
+
+def lowering_flow(requested: str) -> str:
+    """The flow of `hil lower` (no boards to check): `auto` is enn when LITECORE can lower
+    here, else xnnpack."""
+    from hil.sdk import enn_adaptor_available, require_enn_adaptor
+
+    if requested == "enn":
+        require_enn_adaptor()
+    if requested != "auto":
+        return requested
+    return "enn" if enn_adaptor_available() else "xnnpack"
+
+
+def cache_dir(flag: str | None) -> Path:
+    """`--cache-dir`, else the default artifact cache."""
+    from hil.lower.cache import default_cache_dir
+
+    return Path(flag) if flag else default_cache_dir()
+
+
+def lab_server(flag: str | None) -> str | None:
+    """`--adb-server`, else HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT; validated."""
+    from hil.adbserver import server_choice
+
+    return server_choice(flag)
+
+
+def emit_github(results: dict[str, Any]) -> None:
+    """Groups and annotations on stdout; the step summary appended to $GITHUB_STEP_SUMMARY."""
+    from hil.report.github import emit_github
+
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    sys.stdout.flush()
+    emit_github(results, sys.stdout, Path(summary) if summary else None)

@@ -1,0 +1,32 @@
+"""`hil lower`: the selected cases lowered to artifacts, no board (SKIP and known failures do
+not fail it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hil.commands.common import lowering_flow, select_cases
+
+
+def cmd_lower(args: argparse.Namespace) -> int:
+    """`hil lower`: artifacts only (SKIP and known failures do not fail it)."""
+    from hil.expectation import settle
+    from hil.lower import LoweringFailed, build_artifact
+    from hil.verdict import Verdict
+
+    cases, _ = select_cases(args)
+    flow = lowering_flow(args.flow)
+    failed = 0
+    for index, case in enumerate(cases):
+        folder = Path(args.out) / f"c{index:04d}"
+        try:
+            artifact = build_artifact(case, flow, args.chipset, folder)
+        except LoweringFailed as exc:
+            record = settle(case.expect, {"verdict": exc.verdict.value, "message": exc.message})
+            failed += Verdict(record["verdict"]).is_failure or Verdict(record["verdict"]).is_error
+            sys.stdout.write(f"{record['verdict']:<16} {case.key}  {record['message']}\n")
+            continue
+        sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
+    return 1 if failed else 0

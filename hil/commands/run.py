@@ -1,0 +1,157 @@
+"""`hil run`: check the options, run the cases (hil/run) under the stop signals
+(hil/interrupts.py), then the table, the localizations, GitHub output and the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases
+from hil.errors import UsageError
+from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`hil run`: the whole pipeline."""
+    if args.plot and not args.localize:
+        raise UsageError("--plot: draws localizations: use it with --localize")
+    code, _ = run_cases(args, lambda: select_cases(args), args.localize)
+    return code
+
+
+def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tuple[int, int]]],
+               localize: bool) -> tuple[int, list[dict[str, Any]]]:
+    """Run the cases `select()` gives as `hil run` does (boards, reports, the table), once
+    the options are checked; the exit code and the case records."""
+    from hil.pool.sources import CommandLineSource
+
+    for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
+                 "boot_timeout"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name in ("retries", "warmup") else 1):
+            raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
+    if args.board_wait < 0:
+        raise UsageError(f"--board-wait: {args.board_wait} is out of range")
+    adb_server = lab_server(args.adb_server)
+    entries = CommandLineSource.from_args(args.inventory, args.board).entries
+    cases, shard = select()
+    if args.flow == "enn":  # no board can change that: say it before starting any
+        from hil.sdk import require_enn_adaptor
+
+        require_enn_adaptor()
+    latency, suite_latency = latency_plans(args)
+    if args.runner_profile is not None:
+        from hil.runner.profiles import profile_named
+
+        profile_named(args.runner_profile)
+    runner = Path(args.runner) if args.runner else None
+    if runner is not None and not runner.is_file():
+        raise UsageError(f"--runner (or $HIL_RUNNER): file not found: {runner}")
+    out = Path(args.out)
+
+    from hil.interrupts import Stop, StopSignals
+    from hil.report.console import render_table
+    from hil.report.github import in_github_actions
+    from hil.report.progress import make_progress
+    from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
+    from hil.report.thirdparty import third_party_to_file
+    from hil.run import Run, RunOptions
+    from hil.verdict import Verdict, exit_code
+
+    options = RunOptions(
+        cases=tuple(cases), boards=(), flow=args.flow,
+        chipset=args.chipset, out_dir=out,
+        results_path=Path(args.results) if args.results else out / "results.json",
+        junit_path=Path(args.junit) if args.junit else out / "junit.xml",
+        shard=shard, timeout_s=args.timeout, retries=args.retries,
+        iterations=latency.iterations, warmup=latency.warmup, runner=runner,
+        latency=latency, suite_latency=suite_latency,
+        command=tuple(["hil", *sys.argv[1:]]),
+        cache_dir=None if args.no_cache else cache_dir(args.cache_dir),
+        jobs=args.jobs,
+        virtual_link=choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
+        inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
+        boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
+        adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,
+    )
+
+    def announce(flow: str, reason: str) -> None:
+        sys.stdout.write(
+            f"hil run {len(cases)} case(s), flow {flow} ({reason}), chipset {args.chipset}, "
+            f"boards: {', '.join(e.name for e in entries)}\n"
+        )
+        sys.stdout.flush()
+
+    def probed(case: Any, entry: dict[str, Any]) -> None:
+        from hil.report.localization import probe_line
+
+        sys.stdout.write(probe_line(case.key, entry) + "\n")
+        sys.stdout.flush()
+
+    progress = make_progress(len(cases))
+    stop = Stop()
+    try:
+        the_run = Run(options, on_record=progress.on_record, on_lowered=progress.on_lowered,
+                      on_flow=announce, on_probe=probed, stop=stop)
+    except BaseException:
+        progress.close()  # leave no progress bar on the terminal
+        raise
+    third_party = out / THIRD_PARTY_LOG
+    try:
+        with StopSignals(stop), third_party_to_file(third_party):
+            the_run.execute()
+    finally:
+        progress.close()  # the run wrote results.json and JUnit on its way out, however it ended
+    interrupted = the_run.interrupted
+    results = the_run.recorder.writer.current()
+    render_table(results)
+    if localize:
+        _report_localizations(results, args.plot)
+    if in_github_actions():
+        emit_github(results)
+    sys.stdout.write(f"JUnit: {options.junit_path}\nresults: {options.results_path}\n")
+    if third_party.is_file() and third_party.stat().st_size:
+        sys.stdout.write(f"third-party warnings: {third_party}\n")
+    if interrupted:
+        sys.stderr.write("hil: interrupted; results so far are written\n")
+        return EXIT_INTERRUPTED, the_run.records
+    if not cases:
+        return EXIT_OK, the_run.records  # an empty shard: nothing to run is not a failure
+    if not the_run.records or not the_run.meta["boards"] or all(
+        "error" in b for b in the_run.meta["boards"]
+    ):
+        sys.stderr.write("hil: no usable board\n")
+        return EXIT_INFRA, the_run.records
+    return exit_code(Verdict(r["verdict"]) for r in the_run.records), the_run.records
+
+
+def _report_localizations(results: dict[str, Any], plot: str | None) -> None:
+    """One line per localized case; the probes' plot when asked for."""
+    from hil.report.localization import localized_cases, plot_localizations
+    from hil.report.results import case_key
+
+    localized = localized_cases(results)
+    for case in localized:
+        block = case["localization"]
+        runs = f"{block.get('board_runs', 0)} board runs, at most {block.get('max_board_runs', '-')}"
+        sys.stdout.write(f"localization {case_key(case)}: {block.get('message')} [{runs}]\n")
+    if plot:
+        drawn = plot_localizations(localized, Path(plot))
+        sys.stdout.write(f"localization plot: {plot} ({drawn} case(s))\n")
+
+
+def latency_plans(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The default latency plan and those of the suites that declare one (manifests'
+    `latency:`), with `--iterations` / `--warmup` over all (hil/latency_plan.py)."""
+    from hil.latency_plan import manifest_declaration, resolve_plans
+
+    declarations = {}
+    for suite in args.suite:
+        if suite.endswith((".yaml", ".yml")) or "/" in suite:
+            declared = manifest_declaration(Path(suite))
+            if declared is not None:
+                declarations[declared[0]] = declared[1]
+    return resolve_plans(args.latency, declarations, args.iterations, args.warmup)

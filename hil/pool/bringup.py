@@ -1,0 +1,136 @@
+"""Bring one board up for the pool: start it (virtual) or reach it, preflight it, open its
+console, install the runner, learn its runner profile. The lease is taken before (the pool's).
+
+InfraError means the board is not used; UsageError is the user's to fix (a real board and no
+`--runner`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hil.board.adb import AdbBoard
+from hil.board.inventory import InventoryEntry
+from hil.board.preflight import VIRTUAL_RUNNER, connect_keeping_server, inspect_board
+from hil.board.recovery import Recovery
+from hil.board.servers import BoardServers
+from hil.errors import InfraError, UsageError
+from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """How the pool brings boards up and judges their health (from `hil run`'s options)."""
+
+    chipset: str
+    run_id: str
+    """Names the run's folder on every board."""
+    out_dir: Path
+    """Console logs go to `out_dir/console/<board>.log`."""
+    runner: Path | None = None
+    """The Android runner for real boards; virtual boards bring their own."""
+    timeout_s: float = 120.0
+    idle_timeout_s: float = 30.0
+    boot_timeout_s: float = 120.0
+    runner_profile: str | None = None
+    virtual_link: str = "none"
+    adb_server: str | None = None
+    board_wait_s: float = 0.0
+
+
+@dataclass
+class LiveBoard:
+    """A board that came up: how to drive it, bring it back, and what its runner runs."""
+
+    board: AdbBoard
+    recovery: Recovery
+    runner: BoardRunner
+    record: dict[str, Any]
+    """Its entry in results.json's `run.boards`."""
+
+
+def bring_up(
+    entry: InventoryEntry,
+    options: PoolOptions,
+    servers: BoardServers,
+    on_stop: Callable[[Callable[[], Any]], None],
+) -> LiveBoard:
+    """Bring `entry` up. `on_stop(callback)` registers what the pool must undo at its end
+    (a virtual board's process and folder)."""
+    name = entry.name
+    idle_s = options.idle_timeout_s
+    adb = servers.server_for(entry)
+    began = time.perf_counter()
+    if entry.virtual:
+        from hil.virtual.launcher import start_virtual_board
+
+        root = Path(tempfile.mkdtemp(prefix=f"hil-{name}-"))
+        extra = ["--link", options.virtual_link]
+        if options.runner_profile:
+            extra += ["--runner-profile", options.runner_profile]
+        on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
+        # warm: the executor's import is the board's start-up, not its first case's time
+        process = start_virtual_board(root, options.chipset, name, extra, wait_warm=True)
+        on_stop(process.stop)
+        entry = dataclasses.replace(entry, adb=process.address, console=process.console, power=process)
+    address = entry.adb
+    device = connect_keeping_server(entry, adb, servers.keeper_for(adb), address, idle_s)
+    probe = AdbBoard(name, address, device, options.run_id, VIRTUAL_RUNNER, options.timeout_s, idle_s)
+    report = inspect_board(probe, entry, options.chipset, console=False)
+    if report.problems:
+        raise InfraError(f"preflight: {'; '.join(report.problems)}")
+    runner = VIRTUAL_RUNNER if report.virtual else options.runner
+    if runner is None:
+        raise UsageError(
+            f"--runner: {name} is a real board: pass the enn_executor_runner built for "
+            "Android (scripts/build-enn.sh --build android, or $HIL_RUNNER in the exynos image)"
+        )
+    console = _open_console(entry, options)
+    board = AdbBoard(name, address, device, options.run_id, runner, options.timeout_s, idle_s, console)
+    try:
+        info = board.prepare()
+    except InfraError:
+        if console is not None:
+            console.close()
+        raise
+    recovery = Recovery(
+        board, servers.keeper_for(adb), adb.connect, adb.disconnect, network=entry.network,
+        power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
+        boot_s=options.boot_timeout_s,
+    )
+    choice = choose_profile(
+        options.runner_profile, entry.runner_profile,
+        info.properties.get(VIRTUAL_PROFILE_PROPERTY) if info.virtual else None,
+        None if info.virtual else runner,
+    )
+    record = {"name": info.name, "adb": info.adb, "chipset": info.chipset, "virtual": info.virtual,
+              "properties": info.properties, "console": entry.console if console is not None else None,
+              "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
+              "start_s": round(time.perf_counter() - began, 3)}
+    log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
+             choice.profile.name, ", VIRTUAL" if info.virtual else "")
+    return LiveBoard(board, recovery, BoardRunner(name, choice, info.virtual), record)
+
+
+def _open_console(entry: InventoryEntry, options: PoolOptions) -> Any:
+    """The board's console, or None (none configured, or it cannot be opened: a warning)."""
+    from hil.board.console import SerialConsole
+
+    if not entry.console:
+        return None
+    log_path = options.out_dir / "console" / f"{entry.name}.log"
+    try:
+        return SerialConsole(entry.console, log_path, entry.console_baud).open()
+    except InfraError as exc:
+        log.warning("%s: running without a console: %s", entry.name, exc)
+        return None

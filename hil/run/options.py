@@ -1,0 +1,69 @@
+"""What `hil run` was asked to do: one validated record, built by the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hil.board.inventory import InventoryEntry
+from hil.board.spec import BoardSpec
+from hil.cases.case import Case
+from hil.latency_plan import LatencyPlan
+
+CHIPSETS = ("E9955", "E9965")
+"""Exynos chipsets the ENN backend supports (`SamsungChipset`)."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Everything `hil run` was asked to do, validated by the CLI."""
+
+    cases: tuple[Case, ...]
+    boards: tuple[BoardSpec, ...]
+    flow: str
+    """The flow asked for: `auto` or one of hil.lower.flows.FLOWS; the run chooses and checks
+    it against every board's runner once the boards are up, before lowering anything."""
+    chipset: str
+    out_dir: Path
+    results_path: Path
+    junit_path: Path
+    shard: tuple[int, int] = (1, 1)
+    timeout_s: float = 120.0
+    retries: int = 1
+    iterations: int = 1
+    warmup: int = 0
+    runner: Path | None = None
+    latency: LatencyPlan | None = None
+    """How the cases' latency is measured (hil/latency_plan.py); None: `iterations` and
+    `warmup` with the default noise control."""
+    suite_latency: dict[str, LatencyPlan] = field(default_factory=dict)
+    """Suites (by name) that declare a plan of their own (a manifest's `latency:`)."""
+    command: tuple[str, ...] = ()
+    cache_dir: Path | None = None
+    """Artifact cache folder; None disables the cache."""
+    jobs: int = 2
+    """Lowering worker processes."""
+    virtual_link: str = "none"
+    """Link shaping of the virtual boards hil starts (`none`, `usb2`, `usb3`)."""
+    inventory: tuple[InventoryEntry, ...] = ()
+    """The boards, from `--inventory` and `--board`; empty: one per `boards` spec."""
+    idle_timeout_s: float = 30.0
+    """A board silent this long is lost (ERROR_INFRA); also the limit of a reconnect."""
+    boot_timeout_s: float = 120.0
+    """The limit of a reboot or power cycle, until `sys.boot_completed=1`."""
+    runner_profile: str | None = None
+    """`--runner-profile`: what every board's runner can execute (hil/runner/profiles.py);
+    None: learnt per board. Also the profile of the virtual boards hil starts."""
+    adb_server: str | None = None
+    """`--adb-server` (or ANDROID_ADB_SERVER_*): the lab server of the boards hil does not
+    start; None: hil.board.servers decides per board."""
+    board_wait_s: float = 0.0
+    """How long to wait for a board another run holds (its lease) before leaving it out."""
+    localize: bool = False
+    """`--localize`: bisect every FAIL_MISMATCH case's graph (a known failure's too) on the
+    board it failed on (hil/localize) and add the `localization` block to its record."""
+
+    def plan_for(self, suite: str) -> LatencyPlan:
+        """The latency plan of a case of `suite`."""
+        return (self.suite_latency.get(suite) or self.latency
+                or LatencyPlan(self.warmup, self.iterations))
