@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hil.commands.common import CHIPSET_CHOICES, choice, lab_server
 from hil.errors import UsageError
-from hil.pool.sources import CommandLineSource
+from hil.pool.sources import StaticSource
 from hil.verdict import EXIT_INFRA
 
 
@@ -26,7 +26,7 @@ def cmd_boards(args: argparse.Namespace) -> int:
         raise UsageError(f"--runner: file not found: {runner}")
     if not args.inventory and not args.board:
         raise UsageError("hil boards: name the boards with --inventory FILE or --board SPEC")
-    entries = CommandLineSource.from_args(args.inventory, args.board).entries
+    entries = StaticSource.from_args(args.inventory, args.board).entries
     reports, servers = preflight(entries, args.check, args.chipset, runner, args.idle_timeout,
                                  lab_server(args.adb_server))
     sys.stdout.write(render(reports) + servers)

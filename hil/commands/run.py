@@ -26,7 +26,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
                localize: bool) -> tuple[int, list[dict[str, Any]]]:
     """Run the cases `select()` gives as `hil run` does (boards, reports, the table), once
     the options are checked; the exit code and the case records."""
-    from hil.pool.sources import CommandLineSource
+    from hil.pool.sources import StaticSource
 
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
                  "boot_timeout"):
@@ -36,7 +36,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     adb_server = lab_server(args.adb_server)
-    entries = CommandLineSource.from_args(args.inventory, args.board).entries
+    entries = StaticSource.from_args(args.inventory, args.board).entries
     cases, shard = select()
     if args.flow == "enn":  # no board can change that: say it before starting any
         from hil.sdk import require_enn_adaptor

@@ -1,13 +1,14 @@
 """The board pool: boards in, usable boards out. One job, one room.
 
 ```
-entries (hil/pool/sources.py)
+sources (hil/pool/sources.py) ─► open: entries (a source that cannot give any: a record why)
    │  one thread per board
    ▼
 lease (one owner per board on this host) ─► bring up (hil/pool/bringup.py) ─► live
    live: serve the dispatcher's jobs ─ infrastructure error ─► recovery ladder
          ─► maybe quarantined ─► probation ─► health check ─► live again, or out
-   end: lease released, the run's folder removed, console closed, virtual boards stopped
+   end: lease released, the run's folder removed, console closed, virtual boards stopped,
+        sources closed (what they reserved given back), then the adb servers stopped
 ```
 
 Whoever needs boards gives the pool a `Dispatcher`: the run's scheduler today (jobs are
@@ -32,6 +33,7 @@ from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, wait_all, wait_until
 from hil.pool import health
 from hil.pool.bringup import LiveBoard, PoolOptions, bring_up
+from hil.pool.sources import BoardSource
 from hil.runner.profiles import BoardRunner
 
 log = logging.getLogger(__name__)
@@ -69,11 +71,13 @@ class BoardPool:
     """The boards of one run (or `hil localize`, or a holder): enter to own them, `start` to
     bring them up and serve a dispatcher, exit to give every one back."""
 
-    def __init__(self, entries: list[InventoryEntry], options: PoolOptions, stop: Stop,
+    def __init__(self, sources: list[BoardSource], options: PoolOptions, stop: Stop,
                  on_change: BoardsChanged | None = None) -> None:
         from hil.board.lease import Lease
 
-        self.entries = entries
+        self.sources = sources
+        self.entries: list[InventoryEntry] = []
+        """The boards the sources gave (`start`)."""
         self.options = options
         self.stop = stop
         self.on_change = on_change
@@ -85,7 +89,8 @@ class BoardPool:
         """Boards that came up."""
         self.records: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._starting = len(entries)
+        self._opened: list[BoardSource] = []
+        self._starting = 0
         self._live: dict[str, LiveBoard] = {}
         """Boards taking jobs now."""
         self._probation: set[str] = set()
@@ -133,17 +138,36 @@ class BoardPool:
                 step()
         finally:
             self._release_leases()
-            self.servers.__exit__(*exc_info)
+            try:
+                for source in reversed(self._opened):
+                    source.close()
+            finally:
+                self.servers.__exit__(*exc_info)
 
     def start(self, dispatcher: Dispatcher) -> None:
-        """A thread per board: lease, bring-up, then the dispatcher's jobs until none is left."""
+        """Open the sources (in this thread: a reservation may wait up to --board-wait), then a
+        thread per board: lease, bring-up, then the dispatcher's jobs until none is left."""
+        for source in self.sources:
+            try:
+                found = source.open(self.options.board_wait_s, self.stop)
+            except InfraError as exc:
+                log.error("%s: no board: %s", source.describe(), exc)
+                with self._lock:
+                    self.records.append({"name": source.describe(), "adb": None, "error": str(exc)})
+                    self._changed({})
+                continue
+            self._opened.append(source)
+            self.entries.extend(found)
+        self._starting = len(self.entries)
+        if not self.entries:
+            with self._lock:
+                self._changed({"usable_boards": 0})
+            self.settled.set()
         for index, entry in enumerate(self.entries):
             self._done[entry.name] = threading.Event()
             thread = threading.Thread(target=self._board_thread, args=(entry, dispatcher),
                                       name=f"board-{index}", daemon=True)
             thread.start()
-        if not self.entries:
-            self.settled.set()
 
     def wind_down(self, grace_s: float) -> None:
         """After a stop: board threads get `grace_s` to finish and clean their boards up; then

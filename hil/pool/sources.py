@@ -39,19 +39,20 @@ class BoardSource(Protocol):
         ...
 
 
-class CommandLineSource:
-    """`--inventory FILE` narrowed by `--board` values that name its entries, plus `--board`
-    specs of their own (`virtual`, `virtual:N`, a serial, `HOST:PORT[@SERVER]`); without either,
-    one virtual board (hil.board.inventory.select_boards)."""
+class StaticSource:
+    """Boards known up front: `--inventory FILE` narrowed by `--board` values that name its
+    entries, plus `--board` specs of their own (`virtual`, `virtual:N`, a serial,
+    `HOST:PORT[@SERVER]`); without either, one virtual board. Nothing to reserve or give back."""
 
-    def __init__(self, inventory: Sequence[InventoryEntry], board_args: Sequence[str]) -> None:
-        self.entries = select_boards(inventory, board_args)
-        """Checked at once: bad input is a usage error before anything starts."""
+    def __init__(self, entries: Sequence[InventoryEntry]) -> None:
+        self.entries = list(entries)
 
     @classmethod
-    def from_args(cls, inventory_path: str | None, board_args: Sequence[str]) -> CommandLineSource:
-        """The source of `--inventory` (a path or None) and `--board` values."""
-        return cls(load_inventory(Path(inventory_path)) if inventory_path else [], board_args)
+    def from_args(cls, inventory_path: str | None, board_args: Sequence[str]) -> StaticSource:
+        """The source of `--inventory` (a path or None) and `--board` values, checked at once:
+        bad input is a usage error before anything starts (hil.board.inventory.select_boards)."""
+        inventory = load_inventory(Path(inventory_path)) if inventory_path else []
+        return cls(select_boards(inventory, board_args))
 
     def describe(self) -> str:
         return ", ".join(entry.name for entry in self.entries)

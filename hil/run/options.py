@@ -9,6 +9,7 @@ from hil.board.inventory import InventoryEntry
 from hil.board.spec import BoardSpec
 from hil.cases.case import Case
 from hil.latency_plan import LatencyPlan
+from hil.pool.sources import BoardSource
 
 CHIPSETS = ("E9955", "E9965")
 """Exynos chipsets the ENN backend supports (`SamsungChipset`)."""
@@ -47,6 +48,8 @@ class RunOptions:
     """Link shaping of the virtual boards hil starts (`none`, `usb2`, `usb3`)."""
     inventory: tuple[InventoryEntry, ...] = ()
     """The boards, from `--inventory` and `--board`; empty: one per `boards` spec."""
+    sources: tuple[BoardSource, ...] = ()
+    """Board sources beyond `inventory`/`boards` (hil/pool/sources.py), e.g. a lab engine's."""
     idle_timeout_s: float = 30.0
     """A board silent this long is lost (ERROR_INFRA); also the limit of a reconnect."""
     boot_timeout_s: float = 120.0

@@ -27,6 +27,7 @@ from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
+from hil.pool.sources import StaticSource
 from hil.run.attempt import Work, attempt, infra_record
 from hil.run.options import RunOptions
 from hil.run.recorder import Recorder
@@ -66,7 +67,8 @@ class Run:
         self.flow: str | None = None
         """The flow the run lowers with (chosen in `execute`)."""
         self.run_id = new_run_id()
-        entries = list(options.inventory) or from_specs(options.boards)
+        entries = list(options.inventory) or (from_specs(options.boards) if options.boards else [])
+        sources = ([StaticSource(entries)] if entries or not options.sources else []) + list(options.sources)
         self.meta: dict[str, Any] = {
             "id": self.run_id, "status": "running", "started": now(), "finished": None,
             "command": list(options.command), **versions(), "sdk": None, "flow": None,
@@ -82,7 +84,7 @@ class Run:
         self._pending = 0
         self._lowering_done = threading.Event()
         self.lowered_from_cache = 0
-        self.pool = BoardPool(entries, PoolOptions(
+        self.pool = BoardPool(sources, PoolOptions(
             chipset=options.chipset, run_id=self.run_id, out_dir=options.out_dir,
             runner=options.runner, timeout_s=options.timeout_s,
             idle_timeout_s=options.idle_timeout_s, boot_timeout_s=options.boot_timeout_s,
