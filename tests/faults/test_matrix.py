@@ -182,8 +182,8 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
 
     def after_record(run: Any, record: dict[str, Any]) -> None:
         if row.kill_adb_server and not killed:
-            killed.append(run.servers.private.pid)
-            os.kill(run.servers.private.pid, signal.SIGKILL)
+            killed.append(run.pool.servers.private.pid)
+            os.kill(run.pool.servers.private.pid, signal.SIGKILL)
         if row.after_first and not armed:
             armed.append(record["id"])
             for line in row.after_first:
@@ -215,7 +215,7 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
     if not row.expected and row.recovery == "refused":
         assert {c["board"] for c in cases} == {"b"}
     if row.kill_adb_server:
-        assert run.servers.keeper_for(run.servers.private).restarts == 1
+        assert run.pool.servers.keeper_for(run.pool.servers.private).restarts == 1
     if row.two_boards and row.recovery == "power-cycle":
         retried = next(c for c in cases if c["earlier_attempts"])
         assert retried["earlier_attempts"][0]["board"] == "a" and retried["board"] == "b"
