@@ -32,6 +32,7 @@ import adbutils
 from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
+from hil.attention import check_state
 from hil.errors import InfraError, UsageError
 
 log = logging.getLogger(__name__)
@@ -178,6 +179,7 @@ class _Server:
             if answer.startswith(("connected to", "already connected to")):
                 self._connected(address, fresh=answer.startswith("connected to"))
                 break
+            check_state(address, answer)
             if time.monotonic() > deadline:
                 raise InfraError(f"adb connect {address}: {answer}")
             time.sleep(_POLL * 4)
@@ -189,6 +191,7 @@ class _Server:
                 state = str(exc)
             if state == "device":
                 return device
+            check_state(address, state)
             if time.monotonic() > deadline:
                 raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
             time.sleep(_POLL)

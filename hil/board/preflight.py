@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from adbutils import AdbDevice
 
+from hil.attention import check_state
 from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, VENDOR_LIBS, AdbBoard, chipset_from_props
 from hil.board.console import probe_console
 from hil.board.inventory import InventoryEntry
@@ -134,6 +135,7 @@ def inspect_board(
     try:
         _identity(board, report)
         report.problems += identity_problems(report, run_chipset)
+        report.problems += feature_problems(board)
         report.runner = _runner_state(board, VIRTUAL_RUNNER if report.virtual else runner)
     except InfraError as exc:
         report.state = "error"
@@ -141,6 +143,21 @@ def inspect_board(
     if console:
         report.console = check_console(entry, report)
     return report
+
+
+REQUIRED_FEATURES = {"shell_v2": "the runner's exit status and its stderr apart from stdout "
+                                 "(adbd of Android 7 and later)"}
+"""adbd features hil cannot work without, and what each gives it."""
+
+
+def feature_problems(board: AdbBoard) -> list[str]:
+    """A problem per required adbd feature the board does not offer (`adb features`)."""
+    try:
+        offered = set(bounded(board.device.get_features, board.idle_timeout_s, "adb features").split(","))
+    except ADB_ERRORS as exc:
+        raise InfraError(f"adb features: {exc}") from exc
+    return [f"adbd does not offer {name}: hil needs it for {why}"
+            for name, why in REQUIRED_FEATURES.items() if name not in offered]
 
 
 def _identity(board: AdbBoard, report: BoardReport) -> None:
@@ -219,6 +236,7 @@ def connect(entry: InventoryEntry, server: Server, address: str, timeout_s: floa
             state = str(exc) or type(exc).__name__
         if state == "device":
             return device
+        check_state(f"{entry.name} ({address})", state)
         time.sleep(0.2)
     raise InfraError(f"{entry.name} ({address}): state {state!r}, not 'device'")
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import adbutils
 
+from hil.attention import NeedsPerson, check_state
 from hil.board.adb import ADB_ERRORS, AdbBoard, chipset_from_props
 from hil.board.console import ConsoleCrash
 from hil.board.power import PowerControl
@@ -141,10 +142,13 @@ class Recovery:
         rung = start
         while rung not in (Rung.HEALTHY, Rung.QUARANTINED):
             began = time.monotonic()
+            person = False
             try:
                 self._step(rung)
                 self.check()
                 step = Step(rung, True)
+            except NeedsPerson as exc:  # no rung fixes it: quarantined at once, with the hint
+                step, person = Step(rung, False, f"{type(exc).__name__}: {exc}"[:500]), True
             except (InfraError, *ADB_ERRORS) as exc:
                 step = Step(rung, False, f"{type(exc).__name__}: {exc}"[:300])
             step.seconds = round(time.monotonic() - began, 2)
@@ -152,7 +156,7 @@ class Recovery:
             log.warning("%s: recovery %s: %s%s", self.board.name, rung.value,
                         "board is back" if step.recovered else "failed",
                         f" ({step.message})" if step.message else "")
-            rung = transition(rung, step.recovered, self.power is not None)
+            rung = Rung.QUARANTINED if person else transition(rung, step.recovered, self.power is not None)
         return rung
 
     def _step(self, rung: Rung) -> None:
@@ -177,7 +181,8 @@ class Recovery:
             )
             return
         deadline = time.monotonic() + limit_s
-        while self._state() != "device":
+        while (state := self._state()) != "device":
+            check_state(address, state)
             if time.monotonic() > deadline:
                 raise InfraError(f"{address}: not back as 'device' within {limit_s:g} s")
             time.sleep(POLL_S)

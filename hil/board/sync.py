@@ -125,3 +125,16 @@ def _receive(connection: ServiceConnection) -> bytes | None:
             return None
         else:
             raise adbutils.AdbError(f"unexpected sync reply {kind!r}")
+
+
+def stat_probe(device: adbutils.AdbDevice, path: str, timeout: float) -> int:
+    """The mode of `path` by one sync STAT (0 when it does not exist): a liveness probe adbd
+    answers from its own sync thread, without forking a shell as every `shell,v2:` request does
+    (so probing a board while a runner is timed does not disturb the timing)."""
+    with ServiceConnection(device, "sync:", timeout) as connection:
+        connection.sendall(_request(b"STAT", path))
+        reply = connection.read_exact(16)
+        if reply[:4] != b"STAT":
+            raise adbutils.AdbError(f"stat {path}: unexpected sync reply {reply[:4]!r}")
+        connection.sendall(_request(b"QUIT", ""))
+    return struct.unpack("<I", reply[4:8])[0]

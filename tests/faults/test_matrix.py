@@ -335,3 +335,35 @@ def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
     MATRIX_ROWS.append(["freeze, no power control, fixed by hand", "ERROR_INFRA→PASS",
                         _describe(Counter(chain(c) for c in doc["cases"] if chain(c) != "PASS")),
                         "quarantined, health check, back", "0"])
+
+
+def test_a_board_that_stops_trusting_the_host_is_quarantined_at_once_with_the_hint(
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`unauthorized` needs a person: no reboot or power cycle is tried (A has power control),
+    the board is quarantined after the reconnect that found it, with the RSA-key hint."""
+    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 0.2)
+    a, b = boards["a"], boards["b"]
+    cases = tiny_copies(6)
+    inventory = write_inventory(tmp_path / "inventory.yaml",
+                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
+    b.control("fault slow,delay=0.05")
+    armed: list[str] = []
+
+    def distrust(_run: Any, record: dict[str, Any]) -> None:
+        if not armed:  # A is up and trusted the host; from now on it refuses the key
+            armed.append(record["id"])
+            a.control("fault auth-refused")
+            a.control("fault drop,on=exec")
+
+    try:
+        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=distrust, cases=cases,
+                                   idle_timeout_s=IDLE_S)
+    finally:
+        _restore(adb_server, boards)
+    entry = _board(doc, "a")
+    assert {step["step"] for step in entry["recovery"]} == {"reconnect"}, entry["recovery"]
+    assert all("adb key" in step["message"] for step in entry["recovery"]), entry["recovery"]
+    assert entry["quarantined"].startswith("recovery failed")
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
+    assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
