@@ -8,7 +8,7 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from hil.board.adb import Execution
+from hil.board.execution import Execution
 from hil.cases.case import Case
 from hil.checkers import CheckResult, cosine_similarity, run_checker
 from hil.lower.artifact import Artifact, read_raw

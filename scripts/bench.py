@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from hil.adbserver import AdbServer
-from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, device_command, folder_markers
+from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, folder_markers
+from hil.board.commands import device_command
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.spec import BoardSpec
 from hil.cases import load_suite

@@ -18,7 +18,7 @@ import adbutils
 import pytest
 import yaml
 
-from hil.board.adb import device_command
+from hil.board.commands import device_command
 from hil.virtual.launcher import VirtualBoardProcess
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,8 +1,9 @@
 """An Exynos board reached through adb (adbutils): real boards and virtual ones alike.
 
-Device commands are argument lists quoted with `shlex.quote` and joined with `&&`; nothing a
+Device commands are argument lists quoted and joined with `&&` (`commands.py`); nothing a
 case or a user supplies reaches a shell unquoted, and every name hil puts in a device path
-passes `safe_name`. Everything a run writes lives in its workdir
+passes `safe_name`. What a case's invocations produced comes back as an `Execution`
+(`execution.py`). Everything a run writes lives in its workdir
 `/data/local/tmp/hil/<run-id>/`, removed by `cleanup()`; only the runner stays, at
 `/data/local/tmp/hil/bin/`, so it is pushed again only when its sha256 changes.
 
@@ -21,31 +22,25 @@ import hashlib
 import logging
 import posixpath
 import re
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import adbutils
 
+from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
+from hil.board.execution import Execution, latency_record, memory_record
 from hil.board.sync import SyncFailed, pull_files, push_files
 from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
-from hil.latency import latency_stats, stability
+from hil.latency import stability
 from hil.latency_plan import NoiseControl
-from hil.runner.contract import (
-    STATISTICS_FILE,
-    RunnerLog,
-    board_fault,
-    parse_log,
-    parse_statistics,
-)
-from hil.runner.pte import PteError, read_program_file
+from hil.runner.contract import STATISTICS_FILE, board_fault, parse_log
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -60,7 +55,6 @@ VENDOR_LIBS = ("/vendor/lib64/libenn_public_api_cpp.so", "/system/lib64/libenn_p
 """The ENN vendor library the real runner links; without it the runner segfaults."""
 LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 PID_FILE = "runner.pid"
 RUNS_FOLDER = "runs"
 """Under a case's folder, `runs/<i>/` is invocation i's current folder: where the runner
@@ -83,9 +77,6 @@ PEAK_RSS = ("command", "time", "-v")
 keyword. It wraps `timeout`, whose own `wait` takes the runner's usage in (`ru_maxrss` of a
 process covers its reaped children), so the backstop still signals the runner itself, and
 toybox `timeout` exits 128+N for a runner killed by signal N, which `time` passes on."""
-_PEAK_RSS_LINE = re.compile(r"^(?:Max RSS \(KiB\)|\s*Maximum resident set size \(kbytes\)): *(\d+)\s*$",
-                            re.MULTILINE)
-"""toybox's `time -v` line (busybox and GNU time print the second form)."""
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
 
@@ -99,14 +90,6 @@ BACKSTOP_KILL_AFTER_S = 2
 """Seconds the backstop waits after its TERM before it sends KILL."""
 
 
-def safe_name(name: str, what: str) -> str:
-    """`name` if it is a plain file name (no '/', no '..', no shell syntax); ValueError
-    otherwise. Everything hil creates on a board is named through this."""
-    if not _SAFE_NAME.match(name):
-        raise ValueError(f"unsafe {what} for a device path: {name!r}")
-    return name
-
-
 def chipset_from_props(props: dict[str, str]) -> str | None:
     """`S5E9955` / `s5e9955` → `E9955`; None when no property names an Exynos SoC."""
     for key in CHIPSET_PROPS:
@@ -114,11 +97,6 @@ def chipset_from_props(props: dict[str, str]) -> str | None:
         if match:
             return f"E{match.group(1)}"
     return None
-
-
-def device_command(*argvs: Sequence[str]) -> str:
-    """Quote each argument list and chain them with `&&` (the only shell syntax used)."""
-    return " && ".join(shlex.join(argv) for argv in argvs)
 
 
 @dataclass(frozen=True)
@@ -130,37 +108,6 @@ class BoardInfo:
     chipset: str | None
     virtual: bool
     properties: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Execution:
-    """The runner invocations of one artifact on one board (one per `--iterations`)."""
-
-    exit_code: int
-    """Shell exit status: the last invocation's; 128+N when it died by signal N."""
-    stdout: str
-    stderr: str
-    timed_out: bool
-    """The runner ran past its deadline and was killed on the device."""
-    logs: tuple[RunnerLog, ...]
-    """Each invocation's log, read back (hil/runner/contract.py); only the last can have failed."""
-    outputs: tuple[Path | None, ...]
-    """Pulled `output_<i>.bin` files; None where the board wrote none."""
-    timings_s: dict[str, float]
-    """Seconds spent in `push`, `exec`, `pull`."""
-    latency_ms: dict[str, Any] | None
-    """The latency record (`_latency`): the 1st run, the steady-state samples and the
-    runner's own averages, with the same meaning on real and virtual boards."""
-    memory: dict[str, Any] | None = None
-    """The program's planned memory (read from the `.pte`) and the runner's peak RSS where
-    the board can measure it (`_memory`)."""
-    board_state: dict[str, Any] | None = None
-    """Thermal zones, cpufreq policies and the cool-down wait before the case (`thermal.py`)."""
-
-    def record_fields(self) -> dict[str, Any]:
-        """The measurements of a results.json case record: `latency_ms`, `memory`,
-        `board_state` (docs/results-json.md)."""
-        return {"latency_ms": self.latency_ms, "memory": self.memory, "board_state": self.board_state}
 
 
 class AdbBoard:
@@ -394,7 +341,7 @@ class AdbBoard:
                 outputs.append(local if data is not None else None)
             statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start
-        latency = _latency(logs, statistics, warmup)
+        latency = latency_record(logs, statistics, warmup)
         if latency is not None:
             latency.update(stability(latency, noise.cv_limit, state.still_hot))
         return Execution(
@@ -406,7 +353,7 @@ class AdbBoard:
             outputs=tuple(outputs),
             timings_s={"push": round(push_s, 4), "exec": round(exec_s, 4), "pull": round(pull_s, 4)},
             latency_ms=latency,
-            memory=_memory(artifact.pte, parts[1:] if self.measures_rss else None),
+            memory=memory_record(artifact.pte, parts[1:] if self.measures_rss else None),
             board_state=state.record(),
         )
 
@@ -505,43 +452,3 @@ def folder_markers(case_dir: str, iterations: int) -> list[tuple[bytes, str, int
 def _last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1][:300] if lines else "(no output)"
-
-
-def _latency(
-    logs: Sequence[RunnerLog], statistics: Sequence[bytes | None], warmup: int
-) -> dict[str, Any] | None:
-    """The latency record of a case's runner invocations (each `--warm_up W
-    --num_executions 1`): `init`, `load`, `first` (the 1st run after the warm-ups) from the
-    first invocation's `statistics.txt`; one steady-state sample per invocation, the run after
-    its 1st (the timing line's total / N); `runner_avg`, each invocation's own statistics
-    `avg` = (1st + N runs) / (N + 1); `warmup`, the warm-ups before each 1st."""
-    samples = [total / runs for runs, total, _avg in (log.timing for log in logs if log.timing) if runs]
-    if not samples and not any(statistics):
-        return None
-    parsed = [parse_statistics(data) for data in statistics]
-    latency: dict[str, Any] = {key: parsed[0][key] for key in ("init", "load", "first")
-                               if parsed and key in parsed[0]}
-    latency["runner_avg"] = [stats["avg"] for stats in parsed if "avg" in stats]
-    latency["warmup"] = warmup
-    latency.update(latency_stats(samples))
-    return latency
-
-
-def _memory(pte: Path, invocation_logs: Sequence[str] | None) -> dict[str, Any] | None:
-    """The `memory` record: the program's planned memory from the `.pte` (memory-planned
-    buffers, constants, delegate payloads, their sum) and the runner's peak RSS, the
-    largest over the invocations' `time -v` lines (None when the board cannot measure it
-    or no invocation reported it)."""
-    try:
-        info = read_program_file(pte)
-    except (OSError, PteError):
-        return None
-    peaks = [int(found) for text in invocation_logs or () for found in _PEAK_RSS_LINE.findall(text)]
-    return {
-        "planned_bytes": info.planned_bytes,
-        "constant_bytes": info.constant_bytes,
-        "delegate_bytes": info.delegate_bytes,
-        "program_bytes": info.planned_bytes + info.constant_bytes + info.delegate_bytes,
-        "planned_buffers": list(info.planned_buffers),
-        "peak_rss_kib": max(peaks) if peaks else None,
-    }

@@ -1,14 +1,11 @@
-"""The virtual board's adb transport: the DEVICE side of adb over TCP, on 127.0.0.1 only.
+"""The virtual board: the DEVICE side of adb over TCP, on 127.0.0.1 only.
 
-One `Transport` per TCP connection from the adb server (CNXN without AUTH), one `Stream`
-per OPEN, one service task per stream. Flow control follows the protocol: the host's OPEN
-permits our first WRTE, every later WRTE waits for the host's OKAY, and each incoming
-WRTE is acknowledged only when its service takes it. Services: `shell:`, `shell,v2,...:`,
-`exec:`, `sync:`, `reboot:`; anything else is refused with CLSE.
-
-`VirtualBoard` owns the listener, the device model, the warm executor and reboots:
-a reboot drops every transport, stops listening for `reboot_seconds`, listens again with
-`sys.boot_completed=0` and sets it to 1 `BOOT_COMPLETED_DELAY` seconds later.
+`VirtualBoard` owns the listener, the device model, the warm executor and reboots: each
+accepted connection is served by a `Transport` (`transport.py`), and each OPEN's service
+name is answered here (`service`): `shell:`, `shell,v2,...:`, `exec:`, `sync:`, `reboot:`;
+anything else is refused. A reboot drops every transport, stops listening for
+`reboot_seconds`, listens again with `sys.boot_completed=0` and sets it to 1
+`BOOT_COMPLETED_DELAY` seconds later.
 It also owns the UART (`console.py`), the power switch (`power on|off|cycle`) and the
 injected faults (`faults.py`): requests arrive as lines on the control FIFO
 `ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`, `power ...`).
@@ -19,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import itertools
 import logging
 import os
 import signal
@@ -29,189 +25,30 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
-from hil.virtual import protocol
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import Device, wrong_chipset
 from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
 from hil.virtual.link import Link
-from hil.virtual.protocol import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual.shell import parse_shell, serve_shell
-from hil.virtual.stream import Service, Stream, StreamClosed
+from hil.virtual.stream import Service, Stream
 from hil.virtual.sync import serve_sync
+from hil.virtual.transport import Transport
 
 log = logging.getLogger(__name__)
 
 LISTEN_HOST = "127.0.0.1"
 EMULATOR_PORTS = range(5555, 5586)
 """Ports a starting adb server probes and registers as emulators: never listen there."""
-STREAMS_LOG = "streams.log"
-"""In the board's run folder: the service kind of every stream opened, one per line (what a
-host did on the board, in round trips)."""
 BOOT_COMPLETED_DELAY = 0.5
 """Seconds between adbd coming back after a reboot and `sys.boot_completed=1`."""
-AUTH_TOKEN, AUTH_SIGNATURE = 1, 2
-"""AUTH message types (arg0) the board sends or answers."""
 FAULT_ACTION_TIMEOUT = 10.0
 """Seconds a thread waits for the board's event loop to apply a fault."""
-
 
 
 class _Executor(Protocol):
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def wait_warm(self, timeout: float | None = None) -> bool: ...
-
-
-class Transport:
-    """One TCP connection from the adb server."""
-
-    def __init__(
-        self, board: VirtualBoard, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self.board = board
-        self.reader = reader
-        self.writer = writer
-        self.version = protocol.DEVICE_VERSION
-        self.maxdata = protocol.DEVICE_MAXDATA
-        self._streams: dict[int, Stream] = {}
-        self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._ids = itertools.count(1)
-
-    async def send(self, message: Message) -> None:
-        """Write one message to the host (held while the board is frozen, delayed by a
-        `slow` fault)."""
-        await self.board.awake(delay=True)
-        if self.writer.is_closing():
-            raise StreamClosed
-        await self.board.link.to_host(protocol.HEADER_SIZE + len(message.data))
-        self.writer.write(protocol.encode(message, self.version))
-        await self.writer.drain()
-
-    async def _read_message(self) -> Message:
-        header = await self.reader.readexactly(protocol.HEADER_SIZE)
-        command, arg0, arg1, length = protocol.decode_header(header, protocol.DEVICE_MAXDATA)
-        data = await self.reader.readexactly(length) if length else b""
-        await self.board.link.from_host(protocol.HEADER_SIZE + length)
-        return Message(command, arg0, arg1, data)
-
-    async def run(self) -> None:
-        """Serve the connection until the host or a reboot drops it."""
-        peer = self.writer.get_extra_info("peername")
-        try:
-            while True:
-                message = await self._read_message()
-                await self.board.awake(delay=False)
-                await self._dispatch(message)
-        except (asyncio.IncompleteReadError, ConnectionError, StreamClosed):
-            log.info("transport from %s closed", peer)
-        except protocol.ProtocolError as exc:
-            log.warning("transport from %s: %s; dropping it", peer, exc)
-        finally:
-            await self._close_streams()
-            self.writer.close()
-
-    def abort(self) -> None:
-        """Drop the connection at once (a reboot)."""
-        self.writer.transport.abort()
-
-    async def _dispatch(self, message: Message) -> None:
-        if message.command == A_CNXN:
-            await self._connect(message)
-        elif message.command == A_OPEN:
-            await self._open(message)
-        elif message.command == A_OKAY:
-            stream = self._streams.get(message.arg1)
-            if stream is not None:
-                stream.on_okay()
-        elif message.command == A_WRTE:
-            stream = self._streams.get(message.arg1)
-            if stream is not None:
-                stream.on_write(message.data)
-        elif message.command == A_CLSE:
-            await self._host_closed(message.arg1)
-        elif message.command == A_AUTH:
-            await self._auth(message)
-        else:
-            log.debug("ignoring %s", message.name)
-
-    async def _connect(self, message: Message) -> None:
-        await self._close_streams()
-        self.version, self.maxdata = protocol.negotiate(message.arg0, message.arg1)
-        log.info(
-            "CNXN from %r: version 0x%08x, maxdata %d",
-            message.data.rstrip(b"\0").decode(errors="replace")[:80],
-            self.version,
-            self.maxdata,
-        )
-        if self.board.faults.state("auth-refused"):
-            log.info("fault auth-refused: asking for a key it will not accept")
-            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
-            return
-        await self._accept_host()
-
-    async def _accept_host(self) -> None:
-        banner = self.board.device.banner()
-        await self.send(Message(A_CNXN, self.version, protocol.DEVICE_MAXDATA, banner))
-
-    async def _auth(self, message: Message) -> None:
-        """The host's answer to AUTH. While `auth-refused` holds: a new token for a
-        signature, silence for a public key (a user who never accepts the dialog)."""
-        if not self.board.faults.state("auth-refused"):
-            await self._accept_host()
-        elif message.arg0 == AUTH_SIGNATURE:
-            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
-
-    async def _open(self, message: Message) -> None:
-        name = message.data.rstrip(b"\0").decode(errors="replace")
-        service = self.board.service(name)
-        if service is None:
-            log.info("refusing unknown service %r", name)
-            await self.send(Message(A_CLSE, 0, message.arg0))
-            return
-        await self.board.link.open_stream()
-        with (self.board.device.run_dir / STREAMS_LOG).open("a", encoding="utf-8") as streams:
-            streams.write(name.partition(":")[0] + "\n")
-        local_id = next(self._ids)
-        stream = Stream(self, local_id, message.arg0)
-        self._streams[local_id] = stream
-        await self.send(Message(A_OKAY, local_id, message.arg0))
-        log.debug("stream %d: %s", local_id, name)
-        self._tasks[local_id] = asyncio.create_task(self._serve(stream, service, name))
-
-    async def _serve(self, stream: Stream, service: Service, name: str) -> None:
-        try:
-            await service(stream)
-        except (StreamClosed, ConnectionError):
-            log.debug("stream %d (%s): host went away", stream.local_id, name)
-        except Exception:
-            log.exception("stream %d (%s) failed", stream.local_id, name)
-        finally:
-            self._tasks.pop(stream.local_id, None)
-            self._streams.pop(stream.local_id, None)
-            if not stream.closed:
-                stream.on_close()
-                with contextlib.suppress(StreamClosed, ConnectionError):
-                    await self.send(Message(A_CLSE, stream.local_id, stream.remote_id))
-
-    async def _host_closed(self, local_id: int) -> None:
-        stream = self._streams.pop(local_id, None)
-        if stream is None:
-            return
-        stream.on_close()
-        task = self._tasks.pop(local_id, None)
-        if task is not None:
-            task.cancel()
-        await self.send(Message(A_CLSE, stream.local_id, stream.remote_id))
-
-    async def _close_streams(self) -> None:
-        for stream in self._streams.values():
-            stream.on_close()
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._streams.clear()
-        self._tasks.clear()
 
 
 class VirtualBoard:

@@ -1,6 +1,6 @@
 """One adb stream of the virtual board: flow-controlled writes, acknowledged reads.
 
-Shared by the transport (`server.py`) and the services (`sync.py`, `shell.py`), which import it
+Shared by the transport (`transport.py`) and the services (`sync.py`, `shell.py`), which import it
 and not each other.
 """
 

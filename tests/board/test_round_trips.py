@@ -10,7 +10,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.sync import pull_files, push_files
 from hil.cases import load_suite
 from hil.lower import build_artifact
-from hil.virtual.server import STREAMS_LOG
+from hil.virtual.transport import STREAMS_LOG
 
 
 def streams(board_root: Path) -> list[str]:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hil.board.adb import RUNNER_PATH, AdbBoard, safe_name
+from hil.board.adb import RUNNER_PATH, AdbBoard
+from hil.board.commands import safe_name
 from hil.board.preflight import VIRTUAL_RUNNER
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from torch import nn
 
-from hil.board.adb import Execution
+from hil.board.execution import Execution
 from hil.cases.case import Case, InputSpec
 from hil.judge import judge
 from hil.lower.artifact import Artifact, TensorMeta

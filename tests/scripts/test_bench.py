@@ -15,7 +15,7 @@ from hil.board.adb import AdbBoard
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.lower import build_artifact
-from hil.virtual.server import STREAMS_LOG
+from hil.virtual.transport import STREAMS_LOG
 
 pytestmark = pytest.mark.slow  # a lowering
 
