@@ -67,6 +67,15 @@ _INVOKE = f'echo $$ > "$1" && shift && echo "{INVOCATION_MARKER}" >&2 && exec "$
 """Constant script run as `sh -c SCRIPT sh PID_FILE RUNNER ARGS...`: records the runner's
 PID (the shell execs into the runner) so the host can kill exactly it, and marks the
 invocation."""
+_LOOP = ('n=$1 base=$2 && shift 2 && i=0 && while [ "$i" -lt "$n" ]; do '
+         'mkdir -p "$base/$i" && cd "$base/$i" && "$@" || exit; i=$((i + 1)); done')
+"""Constant script run as `sh -c SCRIPT sh N RUNS_FOLDER INVOCATION...`: the N invocations of a
+case whose unrolled chain would not fit in one shell request (`SHELL_REQUEST_BUDGET`); it stops
+at the first that fails, with its exit status, as the `&&` chain does."""
+SHELL_REQUEST_BUDGET = 16 * 1024
+"""Largest run shell command sent unrolled. The adb server takes a service request of at most
+65,535 bytes (its length is 4 hex digits: AOSP `adb/adb_io.cpp` `SendProtocolString`); one
+invocation is about 600 bytes, so `--iterations 110` or more used to fail with `closed`."""
 FOLDER_MARKER = ".hil-folder"
 """The empty file pushed into each folder a case needs (`folder_markers`)."""
 _KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
@@ -389,12 +398,13 @@ class AdbBoard:
             setup = []
         else:
             setup = [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out", *folders]]
-        return [
-            ["cd", case_dir],
-            *setup,
-            ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)],
-            *runs,
-        ]
+        cool = ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)]
+        chain = [["cd", case_dir], *setup, cool, *runs]
+        if len(device_command(*chain)) <= SHELL_REQUEST_BUDGET:
+            return chain
+        setup = [] if fresh else [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out"]]
+        loop = ["sh", "-c", _LOOP, "sh", str(iterations), posixpath.join(case_dir, RUNS_FOLDER), *invocation]
+        return [["cd", case_dir], *setup, cool, loop]
 
     def _announce_cooldown(self, chunk: bytes) -> None:
         """Log the board's cool-down line as it arrives (the wait can take minutes)."""

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hil.board.adb import AdbBoard
+from hil.board.adb import INVOCATION_MARKER, SHELL_REQUEST_BUDGET, AdbBoard
+from hil.board.commands import device_command
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.latency_plan import NoiseControl
@@ -81,3 +82,27 @@ def test_a_hot_board_that_does_not_cool_makes_the_case_unstable(
     assert execution.latency_ms["unstable"] is True
     assert execution.latency_ms["unstable_reasons"] == [
         "board still at 75 °C after waiting 1 s (cool-down threshold 45 °C)"]
+
+
+def test_a_thousand_invocations_fit_one_shell_request(board, artifact, tmp_path: Path) -> None:
+    """`--iterations 1000` unrolled was a 600 KB command, past the adb server's 64 KiB service
+    request (`AdbError: closed`, ERROR_INFRA, a healthy board quarantined): the run shell now
+    loops on the board, one latency sample per invocation still."""
+    chain = board.run_chain("/data/local/tmp/x", ["a.bin"], 1000, 0, NoiseControl())
+    assert len(device_command(*chain)) < SHELL_REQUEST_BUDGET
+    execution = board.run(artifact, "c1000", tmp_path / "out", iterations=1000, warmup=0)
+    assert execution.exit_code == 0, execution.stderr[-2000:]
+    assert execution.latency_ms["n"] == len(execution.latency_ms["samples"]) == 1000
+    assert execution.stderr.count(INVOCATION_MARKER) == 1000
+    board.alive()  # the board is fine afterwards
+
+
+def test_a_failing_invocation_ends_a_looped_run_with_its_status(board, artifact, tmp_path: Path,
+                                                                 virtual_board) -> None:
+    """The loop stops at the first invocation that fails and passes its exit status on, as the
+    unrolled `&&` chain does."""
+    assert board.run_chain("/data/local/tmp/x", ["a.bin"], 40, 0, NoiseControl())[-1][:2] == ["sh", "-c"]
+    virtual_board.control("fault crash,after=30")
+    execution = board.run(artifact, "c40", tmp_path / "out", iterations=40, warmup=0)
+    assert execution.exit_code == 139
+    assert execution.stderr.count(INVOCATION_MARKER) == 31
