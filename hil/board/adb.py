@@ -34,7 +34,7 @@ from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.execution import Execution, latency_record, memory_record
-from hil.board.sync import SyncFailed, pull_files, push_files
+from hil.board.sync import SyncFailed, pull_files, push_files, stat_probe
 from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
@@ -176,10 +176,14 @@ class AdbBoard:
         return self._shell(argvs, timeout=self.idle_timeout_s)
 
     def alive(self) -> None:
-        """InfraError unless the board answers a trivial shell within the idle timeout."""
-        result = self._shell([["true"]], timeout=self.idle_timeout_s)
-        if result.returncode != 0:
-            raise InfraError(f"{self.name}: `true` exited {result.returncode}")
+        """InfraError unless adbd answers a sync STAT within the idle timeout: the watchdog's
+        probe while a runner is timed. It was a `shell,v2:` request running `true`, for which
+        adbd forks a shell every second beside the runner being measured."""
+        try:
+            bounded(lambda: stat_probe(self.device, DEVICE_ROOT, self.idle_timeout_s),
+                    self.idle_timeout_s, f"{self.name}: sync STAT")
+        except ADB_ERRORS as exc:
+            raise InfraError(f"{self.name}: sync STAT failed: {type(exc).__name__}: {exc}") from exc
 
     def properties(self) -> dict[str, str]:
         """All `getprop` properties."""

@@ -133,9 +133,12 @@ def inspect_board(
     """Preflight one reachable board. Adb failures become problems (state `error`)."""
     report = BoardReport(entry.name, board.address, entry.chipset)
     try:
+        report.problems += feature_problems(board)  # first: every later look is a v2 shell
+        if report.problems:
+            report.state = "error"
+            return report
         _identity(board, report)
         report.problems += identity_problems(report, run_chipset)
-        report.problems += feature_problems(board)
         report.runner = _runner_state(board, VIRTUAL_RUNNER if report.virtual else runner)
     except InfraError as exc:
         report.state = "error"

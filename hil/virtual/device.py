@@ -263,13 +263,15 @@ class Device:
             "sys.boot_completed": "0",
         }
 
-    def banner(self) -> bytes:
-        """The CNXN banner: the identity the adb server shows in `adb devices -l`."""
+    def banner(self, old_adbd: bool = False) -> bytes:
+        """The CNXN banner: the identity the adb server shows in `adb devices -l`, and the
+        features (`old_adbd`: without `shell_v2`, as before Android 7)."""
         props = ";".join(
             f"{key}={self.properties[key]}"
             for key in ("ro.product.name", "ro.product.model", "ro.product.device")
         )
-        return f"device::{props};features={','.join(FEATURES)}".encode()
+        features = [name for name in FEATURES if not (old_adbd and name == "shell_v2")]
+        return f"device::{props};features={','.join(features)}".encode()
 
     def prepare(self) -> None:
         """Create the board root's layout, the mount points, the stubs and the

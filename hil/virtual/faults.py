@@ -23,7 +23,9 @@ Kinds:
 | `miscompute` | a program executing op `op` (any, without `op`) returns outputs + `rel` x RMS | `op`, `rel` |
 | `slow` | every adb message the board sends (`on=exec`: every inference) is delayed (state) | `delay`, `on` |
 | `hot` | thermal zones at `temp` °C, clocks at their minimum, for `seconds` (state) | `temp`, `seconds` |
+| `old-adbd` | adbd as before Android 7: no `shell_v2` feature, `shell,v2:` refused (state) | |
 
+`old-adbd` must hold before the host connects: the feature list goes out at CNXN.
 `slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; `hot`
 defaults to `temp=80,seconds=30` (`seconds=0`: hot until cleared).
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
@@ -55,7 +57,7 @@ BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot")
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot", "old-adbd")
 """Faults that hold until cleared rather than fire on an event."""
 KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
 
@@ -80,6 +82,7 @@ _KEYS = {
     "slow": {"delay", "on"},
     "readonly-data": set(),
     "hot": {"temp", "seconds"},
+    "old-adbd": set(),
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
                   "missing-output": "exec", "miscompute": "exec", "noise": "exec", "storage-full": "push",

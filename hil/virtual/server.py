@@ -378,6 +378,8 @@ class VirtualBoard:
         shell = parse_shell(name)
         if shell is not None:
             v2, env, command = shell
+            if v2 and self.faults.state("old-adbd") is not None:
+                return None  # an adbd before Android 7 knows no shell protocol
             return lambda stream: serve_shell(self.device, stream, command, env, v2)
         if name.startswith("exec:"):
             command = name.removeprefix("exec:")

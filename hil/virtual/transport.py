@@ -141,7 +141,7 @@ class Transport:
         await self._accept_host()
 
     async def _accept_host(self) -> None:
-        banner = self.board.device.banner()
+        banner = self.board.device.banner(old_adbd=self.board.faults.state("old-adbd") is not None)
         await self.send(Message(A_CNXN, self.version, protocol.DEVICE_MAXDATA, banner))
 
     async def _auth(self, message: Message) -> None:

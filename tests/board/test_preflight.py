@@ -52,3 +52,33 @@ def test_an_unreachable_board_is_its_own_error_and_the_live_server_is_kept() -> 
         with pytest.raises(InfraError, match="127.0.0.1:9"):
             connect_keeping_server(entry, server, keeper, entry.adb, 2.0)
         assert (keeper.restarts, server.pid) == (0, pid)
+
+
+def test_preflight_names_an_adbd_without_shell_v2(tmp_path) -> None:
+    """hil reads the runner's exit status and stderr through the shell protocol: a board whose
+    adbd lacks `shell_v2` (before Android 7) is refused, and the reason names the feature."""
+    from hil.board.adb import AdbBoard
+    from hil.board.preflight import VIRTUAL_RUNNER, inspect_board
+    from hil.virtual.launcher import start_virtual_board
+
+    entry = InventoryEntry(name="old", adb="")
+    with AdbServer(socket_timeout=10.0) as server, \
+            start_virtual_board(tmp_path / "old", "E9955", "old-adbd", ["--fault", "old-adbd"]) as board:
+        device = server.connect(board.address, timeout=10.0)
+        probe = AdbBoard("old", board.address, device, "preflight", VIRTUAL_RUNNER, 10.0, 10.0)
+        problems = inspect_board(probe, entry, "E9955", console=False).problems
+        server.disconnect(board.address)
+    assert any("does not offer shell_v2" in problem for problem in problems), problems
+
+
+def test_an_unauthorized_board_is_refused_at_once_with_the_hint(tmp_path) -> None:
+    """A board that never accepts the host's key is not waited for: the error says at once
+    what a person has to do."""
+    from hil.attention import NeedsPerson
+    from hil.virtual.launcher import start_virtual_board
+
+    with AdbServer(socket_timeout=10.0) as server, \
+            start_virtual_board(tmp_path / "locked", "E9955", "locked", ["--fault", "auth-refused"]) as board:
+        with pytest.raises(NeedsPerson, match="adb key"):  # not InfraError after the 60 s
+            server.connect(board.address, timeout=60.0)
+        server.disconnect(board.address)
