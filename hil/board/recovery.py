@@ -225,6 +225,8 @@ class Recovery:
                 if self._getprop("sys.boot_completed") == "1":
                     return
                 last = "sys.boot_completed is not 1"
+            except NeedsPerson:
+                raise  # waiting longer does not help: a person has to act
             except (InfraError, *ADB_ERRORS) as exc:
                 last = str(exc)
             time.sleep(POLL_S)
