@@ -150,6 +150,8 @@ class AdbBoard:
         self._console_mark = 0
         self._case_dirs: set[str] = set()
         """Case folders this board has run in (a second run there cleans up first)."""
+        self.running_case: str | None = None
+        """The folder of the case whose runner is running now (killed by `cleanup` after a stop)."""
 
     def _shell(
         self,
@@ -308,12 +310,16 @@ class AdbBoard:
         chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
-        supervised = supervise(  # its own thread, bounded by the deadline and the probes
-            lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
-                                on_stderr=self._announce_cooldown, bound=False),
-            self.alive, self.idle_timeout_s, deadline_s,
-            lambda: self._kill_runner(case_dir), f"{self.name}: runner",
-        )
+        self.running_case = case_dir
+        try:
+            supervised = supervise(  # its own thread, bounded by the deadline and the probes
+                lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
+                                    on_stderr=self._announce_cooldown, bound=False),
+                self.alive, self.idle_timeout_s, deadline_s,
+                lambda: self._kill_runner(case_dir), f"{self.name}: runner",
+            )
+        finally:
+            self.running_case = None
         result = supervised.value
         exec_s = time.perf_counter() - start
         parts = result.stderr.split(INVOCATION_MARKER + "\n")
@@ -448,8 +454,13 @@ class AdbBoard:
         return logs
 
     def cleanup(self) -> None:
-        """Remove the run's workdir from the board (best effort: the board may be gone)."""
+        """Remove the run's workdir from the board (best effort: the board may be gone); a
+        runner still running a case (the run was stopped mid-case) is killed first, by the PID
+        it recorded, rather than left to the board-side backstop."""
+        running = self.running_case
         try:
+            if running is not None:
+                self._shell([["cd", running], ["sh", "-c", _KILL_RECORDED]], timeout=30)
             self._shell([["rm", "-rf", self.workdir]], timeout=30)
         except InfraError as exc:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)

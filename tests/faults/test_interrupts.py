@@ -59,6 +59,10 @@ class BoardCli:
             assert time.monotonic() < deadline, "the hang fault never fired"
             time.sleep(0.1)
 
+    def logcat(self) -> str:
+        """The board's logcat so far."""
+        return (self.root / "run" / "logcat.txt").read_text(errors="replace")
+
     def control(self, line: str) -> None:
         (self.root / "run" / "control").write_text(line + "\n")
 
@@ -93,6 +97,20 @@ def hanging_board(board: BoardCli) -> BoardCli:
     board.control("fault hang,after=1")
     board.hangs_before = board.hangs()
     return board
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (or is a zombie waiting to be reaped), within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def start_run(board: BoardCli, out: Path) -> subprocess.Popen[str]:
@@ -151,6 +169,11 @@ def test_a_stopped_run_exits_130_with_valid_reports_of_the_finished_cases(
     finished = [c["id"] for c in results["cases"]]
     assert finished == [tiny_keys()[0].rsplit(".", 1)[1]]
     assert valid_junit(out / "junit.xml") == {finished[0]: "pass"}
+    # the hung runner does not outlive hil (cleanup kills it by its recorded PID; the virtual
+    # board also ends it with its shell when the connection closes), and the folder is gone
+    hung = int(re.findall(r"enn_executor_runner pid (\d+): start", hanging_board.logcat())[-1])
+    assert _gone(hung), f"the hung runner (pid {hung}) is still running after hil exited"
+    assert not (hanging_board.root / "fs" / "data" / "local" / "tmp" / "hil" / results["run"]["id"]).exists()
 
 
 @pytest.fixture(scope="module")
