@@ -106,7 +106,7 @@ class HeldBoard:
         if not self.pool.settled.is_set():
             names = ", ".join(entry.name for entry in self.pool.entries) or "the board"
             return WAITING, f"bringing up {names}"
-        if self.pool.any_left():
+        if self.pool.any_left() or not self.pool.finished():
             return WAITING, "the board is in recovery (quarantined, health check pending)"
         errors = [record["error"] for record in self.pool.records if record.get("error")]
         quarantined = [record["quarantined"] for record in self.pool.records if record.get("quarantined")]

@@ -27,9 +27,10 @@ def cli_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProcess]:
-    """A board of the lab reached as HOST:PORT (so it has a lease), `hil` runner profile."""
+    """A board of the lab reached as HOST:PORT (so it has a lease), `hil` runner profile;
+    one for every test here (each takes and gives back its lease)."""
     board = start_virtual_board(tmp_path_factory.mktemp("lab-board"), "E9955", "df-lab",
                                 ["--runner-profile", "hil"], wait_warm=True)
     with board:

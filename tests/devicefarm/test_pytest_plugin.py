@@ -1,5 +1,6 @@
 """`pytest -p hil.pytest`: a lab user's test file with the `hil_board` fixture, run by pytest
-itself (a child process) against a board whose runner miscomputes one op."""
+itself (a child process) against a board whose runner miscomputes one op. The board is the
+`lab_board` the devicefarm tests use (one board start for both)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+from hil.virtual.launcher import VirtualBoardProcess
 from tests.devicefarm.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -52,13 +53,14 @@ def test_mul_is_right(hil_board):
 '''
 
 
-@pytest.fixture(scope="module")
-def miscomputing_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProcess]:
-    """A board whose runner gets `mul` wrong (the virtual board's miscompute fault)."""
-    board = start_virtual_board(tmp_path_factory.mktemp("mul-board"), "E9955", "df-mul",
-                                ["--fault", "miscompute,op=mul"], wait_warm=True)
-    with board:
-        yield board
+@pytest.fixture
+def miscomputing_board(lab_board: VirtualBoardProcess) -> Iterator[VirtualBoardProcess]:
+    """The lab board with a runner that gets `mul` wrong (the virtual board's miscompute fault)."""
+    lab_board.control("fault miscompute,op=mul")
+    try:
+        yield lab_board
+    finally:
+        lab_board.control("fault clear")
 
 
 def test_hil_board_fails_the_wrong_program_and_names_the_board(
