@@ -127,6 +127,33 @@ def test_failures_are_one_line_and_the_board_stays_held(held: dict[str, Any], la
     assert df(env, "-C").stdout.strip() == f"assigned {lab_board.address}"
 
 
+def _children(pid: int) -> set[int]:
+    found = set()
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        found |= {int(child) for child in listing.read_text().split()}
+    return found
+
+
+def test_two_sessions_hold_two_boards_and_a_virtual_one_leaves_nothing(
+    held: dict[str, Any], cli_path: Path, lab_board: VirtualBoardProcess, tmp_path: Path
+) -> None:
+    """While session ci-job-1 holds the lab board, session ci-job-2 gets a virtual board of its
+    own (HIL_BOARD=virtual: the holder starts it); its `-d` stops that board and its adb server."""
+    env = cli_env(cli_path, "ci-job-2", "virtual", tmp_path / "sessions")
+    assert df(env, "-Q").returncode == 0
+    try:
+        assert poll_assigned(env).strip() == "assigned virtual-0"
+        assert df(held["env"], "-C").stdout.strip() == f"assigned {lab_board.address}"
+        assert df(env, "-E 'getprop ro.serialno'").stdout.strip() == "virtual-0"
+        holder = json.loads((tmp_path / "sessions" / slug("ci-job-2") / "holder.json").read_text())
+        children = _children(holder["pid"])
+        assert len(children) >= 2  # the virtual board and the private adb server
+    finally:
+        assert df(env, "-d").returncode == 0
+    assert not pid_alive(holder["pid"])
+    assert not [child for child in children if pid_alive(child)]
+
+
 def test_disconnect_gives_everything_back(held: dict[str, Any], lab_board: VirtualBoardProcess) -> None:
     """Last in this module: `-d` ends the holder; no process, lease, adb server or run folder
     is left, and a second `-d` is no error."""
