@@ -104,13 +104,28 @@ class HeldBoard:
         if live:
             return ASSIGNED, sorted(live)[0]
         if not self.pool.settled.is_set():
-            names = ", ".join(entry.name for entry in self.pool.entries) or "the board"
-            return WAITING, f"bringing up {names}"
+            return WAITING, self._starting()
         if self.pool.any_left() or not self.pool.finished():
             return WAITING, "the board is in recovery (quarantined, health check pending)"
         errors = [record["error"] for record in self.pool.records if record.get("error")]
         quarantined = [record["quarantined"] for record in self.pool.records if record.get("quarantined")]
         return UNAVAILABLE, "; ".join(errors + quarantined) or "no usable board"
+
+    def _starting(self) -> str:
+        """Why the board is not up yet: another process holds its lease, or its bring-up."""
+        import os
+
+        from hil.board.lease import holder_of
+
+        for entry in self.pool.entries:
+            if entry.virtual:
+                continue
+            holder = holder_of(self.pool.servers.lease_key(entry))
+            if holder is not None and holder.pid != os.getpid():
+                return (f"for {entry.name}: held by {holder.describe()}; up to "
+                        f"{self.pool.options.board_wait_s:g} s")
+        names = ", ".join(entry.name for entry in self.pool.entries) or "the board"
+        return f"bringing up {names}"
 
     def wait_settled(self, seconds: float | None = None) -> tuple[str, str]:
         """Wait until the board came up or failed to (or the stop); the state then."""

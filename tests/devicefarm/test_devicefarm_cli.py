@@ -62,6 +62,14 @@ def test_ci_sequence_assigns_and_the_board_is_leased(held: dict[str, Any], lab_b
     )
     assert run.returncode == 2, run.stdout + run.stderr
     assert "busy" in run.stdout + run.stderr and "devicefarm-ci-job-1" in run.stdout + run.stderr
+    # a second session asking for the same board waits for it, and says for whom
+    second = {**env, "HIL_DEVICEFARM_SESSION": "ci-job-queued"}
+    assert df(second, "-Q").returncode == 0
+    checked = df(second, "-C")
+    assert checked.returncode == 0 and checked.stdout.startswith("waiting (")
+    assert "held by run devicefarm-ci-job-1" in checked.stdout
+    released = df(second, "-d")
+    assert released.returncode == 0 and released.stdout.startswith("released")
 
 
 class Small(torch.nn.Module):
