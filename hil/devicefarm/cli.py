@@ -242,6 +242,8 @@ def disconnect(session: Session) -> int:
     holder = session.holder()
     if holder is None or not pid_alive(int(holder.get("pid", 0))):
         final = session.final()
+        if holder is not None:
+            _stop_orphans(holder.get("children") or [])
         shutil.rmtree(session.folder, ignore_errors=True)
         _say(f"nothing held in session {session.name}"
               + (f" (the holder had ended: {final['why']})" if final else ""))
@@ -256,6 +258,28 @@ def disconnect(session: Session) -> int:
     shutil.rmtree(session.folder, ignore_errors=True)
     _say(f"released {holder.get('board')} (session {session.name})")
     return 0
+
+
+def _stop_orphans(children: list[dict[str, Any]]) -> None:
+    """What a holder killed with SIGKILL left running (its adb server, its virtual board),
+    each only if its PID still runs the same command line: SIGTERM, SIGKILL after 10 s."""
+    left = []
+    for child in children:
+        pid = int(child.get("pid", 0))
+        try:
+            same = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") == child.get("cmdline")
+        except OSError:
+            continue
+        if same and pid_alive(pid):
+            _say(f"{PROG}: stopping what the dead holder left: pid {pid} "
+                 f"({str(child.get('cmdline')).replace(chr(0), ' ')[:80]})", sys.stderr)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            left.append(pid)
+    for pid in left:
+        if not _wait_gone(pid, 10.0):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _wait_gone(pid: int, seconds: float) -> bool:

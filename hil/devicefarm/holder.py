@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import os
 import posixpath
@@ -105,8 +106,7 @@ def _pull(board: AdbBoard, source: str, destination: str) -> dict[str, Any]:
     missing = [remote for remote, data in pulled.items() if data is None]
     if missing:
         raise RequestFailed(f"-D: cannot read {missing[0]} on {board.name}")
-    target.mkdir(parents=True, exist_ok=True) if stat.S_ISDIR(top.mode) else target.parent.mkdir(
-        parents=True, exist_ok=True)
+    (target if stat.S_ISDIR(top.mode) else target.parent).mkdir(parents=True, exist_ok=True)
     total = 0
     for remote, data in pulled.items():
         assert data is not None
@@ -188,9 +188,10 @@ class Holder:
         noted = False
         while not self.released_by_client.is_set():
             if not noted and self.held.pool.settled.is_set():
-                noted = True  # which adb server it started: `-d` after a SIGKILL checks it is gone
+                noted = True  # what it started: `-d` after a SIGKILL stops what is left of it
                 private = self.held.pool.servers.private
                 self.record["adb_server_pid"] = private.pid if private is not None else None
+                self.record["children"] = children(os.getpid())
                 self.session.write(HOLDER_FILE, self.record)
             if self.stop.wait(0.2):
                 return f"the holder was stopped by signal {self.stop.signum or '?'}"
@@ -252,16 +253,25 @@ class Holder:
             return {"error": f"board: {exc}", "state": kind, "why": why}
 
 
-def _json_line(data: dict[str, Any]) -> bytes:
-    import json
+def children(pid: int) -> list[dict[str, Any]]:
+    """The child processes of `pid` (the adb server, a virtual board) with their command
+    lines, so that a process that later takes one's PID is never mistaken for it."""
+    found = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in listing.read_text().split():
+                with contextlib.suppress(OSError):
+                    cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace")
+                    found.append({"pid": int(child), "cmdline": cmdline})
+    return found
 
+
+def _json_line(data: dict[str, Any]) -> bytes:
     return json.dumps(data).encode() + b"\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m hil.devicefarm.holder FOLDER` (started by `devicefarm-cli -Q`)."""
-    import json
-
     args = sys.argv[1:] if argv is None else argv
     folder = Path(args[0])
     request = json.loads((folder / REQUEST_FILE).read_text(encoding="utf-8"))

@@ -190,8 +190,10 @@ def test_killed_holder_frees_its_lease_and_says_so(cli_path: Path, lab_board: Vi
     assert df(env, "-Q").returncode == 0
     poll_assigned(env)
     session = Session("ci-job-killed", tmp_path / "sessions" / slug("ci-job-killed"))
-    holder = session.holder()
-    assert holder is not None
+    deadline = time.monotonic() + 10
+    while not (holder := session.holder() or {}).get("adb_server_pid") and time.monotonic() < deadline:
+        time.sleep(0.05)  # the holder notes what it started just after the board came up
+    assert holder.get("children")
     os.kill(holder["pid"], signal.SIGKILL)
     deadline = time.monotonic() + 10
     while pid_alive(holder["pid"]) and time.monotonic() < deadline:
@@ -204,9 +206,10 @@ def test_killed_holder_frees_its_lease_and_says_so(cli_path: Path, lab_board: Vi
         assert df(env, "-E 'ls /'").returncode == 1
         released = df(env, "-d")
         assert released.returncode == 0 and "nothing held" in released.stdout
+        assert not pid_alive(holder["adb_server_pid"])  # -d stopped what the dead holder left
     finally:
         server = holder.get("adb_server_pid")
-        if server and pid_alive(server):  # until the parent-death handling of adbserver.py lands
+        if server and pid_alive(server):
             os.kill(server, signal.SIGKILL)
 
 
