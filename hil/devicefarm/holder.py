@@ -36,7 +36,7 @@ from typing import Any
 
 from hil.board.adb import ADB_ERRORS, AdbBoard
 from hil.board.sync import SyncFailed, pull_files, push_files
-from hil.devicefarm.session import FINAL_FILE, HOLDER_FILE, Session, read_message
+from hil.devicefarm.session import FINAL_FILE, HOLDER_FILE, Session, read_message, short_path
 from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, StopSignals
 from hil.pool.bringup import PoolOptions
@@ -157,7 +157,8 @@ class Holder:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with contextlib.suppress(FileNotFoundError):
             self.session.socket.unlink()
-        listener.bind(str(self.session.socket))
+        with short_path(self.session.socket) as path:
+            listener.bind(path)
         listener.listen(16)
         listener.settimeout(0.2)
         self.record = {
@@ -185,7 +186,7 @@ class Holder:
 
     def _wait(self) -> str | None:
         """Until released (None) or the board is lost, a signal, the idle limit (why)."""
-        noted = False
+        noted, assigned_since = False, 0.0
         while not self.released_by_client.is_set():
             if not noted and self.held.pool.settled.is_set():
                 noted = True  # what it started: `-d` after a SIGKILL stops what is left of it
@@ -198,8 +199,11 @@ class Holder:
             kind, why = self.held.state()
             if kind == UNAVAILABLE and not self.released_by_client.is_set():
                 return why
-            idle = time.monotonic() - self.held.last_used
-            if kind == ASSIGNED and idle > self.idle_limit_s:
+            if kind != ASSIGNED:
+                continue
+            assigned_since = assigned_since or time.monotonic()
+            idle = time.monotonic() - max(self.held.last_used, assigned_since)
+            if idle > self.idle_limit_s:
                 return f"released after {idle:.0f} s without a request (HIL_DEVICEFARM_IDLE_S)"
         return None
 

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,12 +115,26 @@ class Session:
 
     def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send one request to the holder and read its reply. OSError when no holder listens."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn, short_path(self.socket) as path:
             conn.settimeout(5.0)
-            conn.connect(str(self.socket))
+            conn.connect(path)
             conn.settimeout(timeout)
             conn.sendall(json.dumps(message).encode() + b"\n")
             return read_message(conn)
+
+
+@contextlib.contextmanager
+def short_path(path: Path) -> Iterator[str]:
+    """`path` for bind/connect: as it is when it fits a unix socket address (107 bytes), else
+    through `/proc/self/fd/N/` of its open folder (a deep HIL_DEVICEFARM_DIR still works)."""
+    if len(os.fsencode(path)) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -221,3 +221,20 @@ def test_no_board_requested_fails_loudly(cli_path: Path, tmp_path: Path) -> None
     assert checked.returncode == 1 and checked.stdout.startswith("unavailable: ")
     bad = df({**env, "HIL_BOARD": "not a board!"}, "-Q")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+
+
+def test_forgotten_session_gives_the_board_back_after_its_idle_limit(
+    cli_path: Path, lab_board: VirtualBoardProcess, tmp_path: Path
+) -> None:
+    """A job that never calls -d (cancelled, crashed) does not keep the board: with no request
+    for HIL_DEVICEFARM_IDLE_S the holder gives everything back and -C says why."""
+    env = {**cli_env(cli_path, "ci-job-forgotten", lab_board.address, tmp_path / "sessions"),
+           "HIL_DEVICEFARM_IDLE_S": "1"}
+    assert df(env, "-Q").returncode == 0
+    poll_assigned(env)
+    deadline = time.monotonic() + 30
+    while (checked := df(env, "-C")).returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert checked.returncode == 1 and "without a request" in checked.stdout
+    acquire(board_key(lab_board.address, None), "probe", 5.0).release()
+    assert df(env, "-d").returncode == 0
