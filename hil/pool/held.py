@@ -17,6 +17,7 @@ calls and says which of `waiting`, `assigned` and `unavailable` the board is in.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -60,8 +61,6 @@ class HeldBoard:
         self.released = threading.Event()
         self._calls: queue.Queue[_Call[Any]] = queue.Queue()
         self._lock = threading.Lock()
-        self._board: AdbBoard | None = None
-        """The live board once its thread asked for a first job."""
         self.last_used = time.monotonic()
         """When the last call finished (a holder ends after a long idle time)."""
 
@@ -112,16 +111,14 @@ class HeldBoard:
         return UNAVAILABLE, "; ".join(errors + quarantined) or "no usable board"
 
     def _starting(self) -> str:
-        """Why the board is not up yet: another process holds its lease, or its bring-up."""
-        import os
-
+        """Why the board is not up yet: another live process holds its lease, or its bring-up."""
         from hil.board.lease import holder_of
 
         for entry in self.pool.entries:
             if entry.virtual:
                 continue
             holder = holder_of(self.pool.servers.lease_key(entry))
-            if holder is not None and holder.pid != os.getpid():
+            if holder is not None and holder.pid != os.getpid() and _running(holder.pid):
                 return (f"for {entry.name}: held by {holder.describe()}; up to "
                         f"{self.pool.options.board_wait_s:g} s")
         names = ", ".join(entry.name for entry in self.pool.entries) or "the board"
@@ -189,3 +186,15 @@ class HeldBoard:
     def has_work(self) -> bool:
         return not self.released.is_set()
 
+
+
+def _running(pid: int) -> bool:
+    """A process with this PID exists here (a lease file's holder killed with SIGKILL does
+    not: its record stays in the file, its lock went with it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
