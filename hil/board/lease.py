@@ -128,6 +128,11 @@ def read_holder(path: Path) -> Holder | None:
         return None
 
 
+def holder_of(key: str, folder: Path | None = None) -> Holder | None:
+    """Who the lease file of `key` says holds it (None: nobody wrote it, or it is free)."""
+    return read_holder((folder or lease_dir()) / _file_name(key))
+
+
 def acquire(
     key: str,
     run_id: str,

@@ -119,6 +119,10 @@ class BoardPool:
         with self._lock:
             return bool(self._live or self._probation)
 
+    def finished(self) -> bool:
+        """Every board's thread has ended (its board given back, or never up)."""
+        return all(done.is_set() for done in self._done.values())
+
     def wait_done(self) -> bool:
         """Wait until every board's thread has ended (True), or the stop (False)."""
         return all(wait_until(done, self.stop) for done in self._done.values())

@@ -8,8 +8,9 @@ and gives back whatever it holds at the end. The pool (hil/pool/pool.py) does th
 ```
 
 Today's one source reads the command line and the inventory (one host; each board's lease is
-the pool's `flock`). A lab engine's source (labgrid places reserved by tags across hosts) or a
-single board held for `devicefarm-cli` plug in here: they only have to produce entries.
+the pool's `flock`). A lab engine's source (labgrid places reserved by tags across hosts)
+plugs in here: it only has to produce entries. (A board held for `devicefarm-cli` or the
+pytest plugin is this source's one entry served by another dispatcher: hil/pool/held.py.)
 """
 
 from __future__ import annotations
