@@ -86,7 +86,7 @@ def main() -> int:
         log.info("INVARIANT FAILED: %s", failure)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
-    if seen.interrupted:
+    if seen.signalled:
         return 130
     return 1 if report["invariants_failed"] else 0
 

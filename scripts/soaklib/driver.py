@@ -79,6 +79,10 @@ class Observed:
     wall_s: float
     timed_out: bool
     interrupted: bool
+    """A SIGTERM/SIGINT came while hil ran (or before the leftovers were counted)."""
+    signalled: list[float]
+    """When each SIGTERM/SIGINT came (monotonic), still filled while the boards stop: the
+    soak exits 130 after any."""
     sigterm_to_exit_s: float | None
     processes_left: list[str]
     """Command lines left running once hil had exited, then once the boards had stopped."""
@@ -216,6 +220,7 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
             left = sorted({**inside, **below_soak}.values())
             transports = boards.transports_open()
             fired = boards.fired()
+            interrupted = bool(stop_requested)
         finally:
             chaos.stop()
             if hil.running():
@@ -232,7 +237,7 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
         events=hil.events, tracebacks=hil.tracebacks, results_write=hil.results_write,
         first=hil.first, last=hil.last, peak=hil.peak, injections=chaos.injections,
         skipped=dealer.skipped, fired=fired, hil_exit=hil.process.returncode, wall_s=round(wall, 1),
-        timed_out=timed_out, interrupted=bool(stop_requested),
+        timed_out=timed_out, interrupted=interrupted, signalled=stop_requested,
         sigterm_to_exit_s=round(sigterm_to_exit, 2) if sigterm_to_exit is not None else None,
         processes_left=left, adb_connections_left=transports, load_before=load_before,
         load_after=_loadavg(),
