@@ -1,0 +1,121 @@
+"""What runs below a process and what it holds, read from /proc: descendants (and the
+subreaper that keeps orphans among them), loopback TCP connections, and a sample of one
+process's RSS, fds and threads."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state) of `pid`, None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return int(fields[1]), fields[0]
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Living descendants of `root` (zombies left out): pid -> command line."""
+    parents: dict[int, list[int]] = collections.defaultdict(list)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[1] not in ("Z", "X"):
+                parents[stat[0]].append(int(entry))
+    found: dict[int, str] = {}
+    todo = list(parents.get(root, []))
+    while todo:
+        pid = todo.pop()
+        try:
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()[:200]
+        except OSError:
+            continue
+        todo += parents.get(pid, [])
+    return found
+
+
+def become_subreaper() -> None:
+    """Orphans of everything started below this process are re-parented to it, so nothing
+    hil leaves behind escapes `descendants(os.getpid())`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        log.info("prctl(PR_SET_CHILD_SUBREAPER) failed: orphans may escape the count")
+
+
+def reap_orphans() -> None:
+    """Collect this process's zombie children (orphans re-parented here)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat is not None and stat[0] == me:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(int(entry), os.WNOHANG)
+
+
+def tcp_connections() -> list[tuple[int, int, str]]:
+    """(local port, remote port, inode) of every established loopback TCP connection."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                parts = line.split()
+                if parts[3] != "01":  # ESTABLISHED
+                    continue
+                local = int(parts[1].rsplit(":", 1)[1], 16)
+                remote = int(parts[2].rsplit(":", 1)[1], 16)
+                found.append((local, remote, parts[9]))
+    return found
+
+
+@dataclass
+class Sample:
+    """hil's process at one moment."""
+
+    at: float
+    rss_mb: float
+    fds: int
+    threads: int
+    adb_client_connections: int
+    """hil's own TCP connections to its adb server."""
+    fd_kinds: dict[str, int]
+    """Open fds by what they are: socket, pipe, a device, a file's folder."""
+
+
+def sample(pid: int, adb_port: int | None) -> Sample | None:
+    """RSS, open fds, threads and adb client connections of `pid`; None once it is gone."""
+    kinds: collections.Counter[str] = collections.Counter()
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = os.listdir(f"/proc/{pid}/fd")
+        inodes = set()
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+                kinds[target.split(":")[0] if ":[" in target else str(Path(target).parent)] += 1
+    except OSError:
+        return None
+    values = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if "VmRSS" not in values:  # a zombie
+        return None
+    clients = 0
+    if adb_port is not None:
+        clients = sum(1 for _l, remote, inode in tcp_connections()
+                      if remote == adb_port and inode in inodes)
+    return Sample(time.monotonic(), int(values["VmRSS"].split()[0]) / 1024,
+                  len(fds), int(values["Threads"]), clients, dict(kinds))
