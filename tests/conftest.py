@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="full-size variant: ./scripts/test --full")
     for item in items:
-        if "full" in item.keywords:
+        if item.get_closest_marker("full") is not None:  # the marker, not an id that says full
             item.add_marker(skip)
 
 
