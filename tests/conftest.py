@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import adbutils
 import pytest
 
-from hil.adbserver import AdbServer
+from hil.adbserver import SERVER_ENV, AdbServer
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 
@@ -54,8 +54,8 @@ def isolated_leases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     no test inherits a lab adb server from the environment."""
     patch = pytest.MonkeyPatch()
     patch.setenv("HIL_LEASE_DIR", str(tmp_path_factory.mktemp("leases")))
-    patch.delenv("ANDROID_ADB_SERVER_HOST", raising=False)
-    patch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    for name in SERVER_ENV:
+        patch.delenv(name, raising=False)
     yield
     patch.undo()
 
