@@ -2,8 +2,9 @@
 
 - `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process.
   It keeps a run away from whatever uses the default port 5037, and owning its PID lets us
-  stop it for sure. Right for boards the run itself `adb connect`s (virtual and network
-  boards); never for USB boards (two servers on one host fight over USB devices).
+  stop it for sure; it dies with hil even when hil is killed (`hil.lifeline`). Right for
+  boards the run itself `adb connect`s (virtual and network boards); never for USB boards
+  (two servers on one host fight over USB devices).
 - `LabAdbServer`: an existing server (the host's on 127.0.0.1:5037, another machine's
   through `adb -H HOST -P PORT`'s protocol): hil is only its client. It starts none, kills
   none, restarts none, and disconnects only the network boards it connected itself.
@@ -32,6 +33,7 @@ import adbutils
 from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
+from hil import lifeline
 from hil.errors import InfraError, UsageError
 
 log = logging.getLogger(__name__)
@@ -318,7 +320,7 @@ class AdbServer(_Server):
             return
         # adb reads ANDROID_ADB_SERVER_ADDRESS even with -P: a lab's would make the private
         # server listen on the lab's host; none of the lab's variables reach it
-        env = {k: v for k, v in os.environ.items() if k not in SERVER_ENV}
+        env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
         env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(

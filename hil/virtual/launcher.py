@@ -1,7 +1,8 @@
 """Start a virtual board as a child process and wait for its ready line.
 
 The board runs `python -m hil.virtual.main` in its own process group; its stderr (the
-board's log) goes to `ROOT/run/board.log`.
+board's log) goes to `ROOT/run/board.log`. It dies with the process that started it, even
+when that one is killed with SIGKILL (`hil.lifeline`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from hil import lifeline
 from hil.errors import InfraError
 from hil.virtual.main import READY_PREFIX, WARM_LINE
 
@@ -136,6 +138,7 @@ def start_virtual_board(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_file,
+            env=lifeline.child_env(),  # the board (and its shells) die with hil, even on SIGKILL
             start_new_session=True,
         )
     assert process.stdout is not None
