@@ -314,9 +314,15 @@ def _run(
     faults: RunnerFaults,
 ) -> None:
     """The runner's main(); returns on success, raises _RunnerExit otherwise."""
-    # 1. ENN init (here: the host runtime); no vendor library: the real runner segfaults.
+    # 1. ENN init (here: the host runtime). No vendor library: ENN's loader says so twice
+    # (its ET_LOG line, then its own log line with dlerror()), then the real runner
+    # segfaults calling the EnnInitialize it did not find.
     if not vendor_lib:
         log.info("virtual runner: no libenn_public_api_cpp.so on this board, SIGSEGV")
+        console.log("E", contract.LIB_LOAD_FAILED, source=contract.ENN_API_SOURCE)
+        console.stderr += (contract.enn_log_line(
+            "ERROR", f"{contract.ENN_LIB_NOT_LOADED} dlopen failed: library "
+            '"libenn_public_api_cpp.so" not found') + "\n").encode()
         raise _RunnerExit(sig=signal.SIGSEGV)
     init_start = time.perf_counter()
     try:
