@@ -115,6 +115,9 @@ def build_android(fakes: dict[str, Path], *extra: str) -> subprocess.CompletedPr
     )
 
 
+build_android_with = build_android
+
+
 def test_hil_profile_configures_upstreams_options_plus_xnnpack_and_quantized(fakes: dict[str, Path]) -> None:
     done = build_android(fakes)
     assert done.returncode == 0, done.stderr
@@ -124,7 +127,7 @@ def test_hil_profile_configures_upstreams_options_plus_xnnpack_and_quantized(fak
                    "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON", f"-DCMAKE_PROJECT_executorch_INCLUDE={INCLUDE}",
                    f"-DEXYNOS_AI_LITECORE_ROOT={fakes['sdk'].resolve()}"):
         assert option in configure.split(), option
-    assert build.startswith("--build build_samsung_android") and build.endswith("--target install")
+    assert build.startswith("--build build_samsung_android_hil") and build.endswith("--target install")
     runner = fakes["out"] / "runner" / "enn_executor_runner"
     sidecar = json.loads((fakes["out"] / "runner" / "enn_executor_runner.profile.json").read_text())
     assert sidecar["profile"] == "hil"
@@ -143,6 +146,35 @@ def test_upstream_profile_uses_executorchs_build_sh_as_it_is(fakes: dict[str, Pa
     runner.write_bytes(runner.read_bytes() + b"patched")  # another binary: the sidecar no longer holds
     choice = choose_profile(None, None, None, runner)
     assert choice.profile.name == "upstream" and "describes another binary" in choice.source
+
+
+def test_each_runner_profile_builds_in_a_folder_of_its_own(fakes: dict[str, Path]) -> None:
+    # one folder for both let CMake's cache keep XNNPACK linked into a later upstream build
+    # whose sidecar said upstream. A FAKE python: the android steps never use it, and importing
+    # torch three times would be most of this test's time
+    python = fakes["bin"] / "python-fake"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+
+    def build_android(fakes: dict[str, Path], *extra: str) -> subprocess.CompletedProcess[str]:
+        return build_android_with(fakes, *extra, "--python", str(python))
+
+    assert build_android(fakes).returncode == 0
+    configure = fakes["log"].read_text().splitlines()[0].split()
+    assert configure[configure.index("-B") + 1] == "build_samsung_android_hil"
+    assert f"-DCMAKE_INSTALL_PREFIX={fakes['work']}/build_samsung_android_hil" in configure
+    hil_cache = fakes["work"] / "build_samsung_android_hil" / "CMakeCache.txt"
+    hil_cache.write_text("EXECUTORCH_BUILD_XNNPACK:BOOL=ON\n")
+    assert build_android(fakes, "--runner-profile", "upstream").returncode == 0
+    runner = fakes["out"] / "runner" / "enn_executor_runner"
+    assert runner.read_bytes().endswith(b"upstream")  # build.sh's folder, not the hil one
+    assert hil_cache.exists()  # the hil build is kept for the next hil build
+    # a work folder from before: build.sh's folder configured for hil is started afresh
+    stale = fakes["work"] / "build_samsung_android" / "CMakeCache.txt"
+    stale.write_text("EXECUTORCH_BUILD_XNNPACK:BOOL=ON\n")
+    done = build_android(fakes, "--runner-profile", "upstream")
+    assert done.returncode == 0 and "configured for the hil profile" in done.stderr
+    assert not stale.exists()
 
 
 def test_unknown_runner_profile_is_one_line_exit_3(fakes: dict[str, Path]) -> None:
