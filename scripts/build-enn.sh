@@ -2,7 +2,9 @@
 # Build ExecuTorch's Samsung (ENN) backend pieces against LITECORE with ExecuTorch's own
 # backends/samsung/build.sh:
 #   x86_64   the AOT wrapper (PyEnnWrapperAdaptor, PyGraphWrapperAdaptor) -> OUT/python/,
-#            checked by importing it with the SDK's libraries
+#            checked by importing it with the SDK's libraries; compiled with clang (CC=clang
+#            CXX=clang++ unless CC/CXX are set), as ExecuTorch's CI does: upstream builds with
+#            -Werror, and GCC warns where clang does not
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
 #            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
 #            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
@@ -55,7 +57,7 @@ while [ $# -gt 0 ]; do
         --runner-profile) runner_profile=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -112,8 +114,17 @@ mkdir -p "$out"
 
 # -- x86_64: the AOT wrapper ------------------------------------------------------------------
 if [ "$build" = x86_64 ] || [ "$build" = all ]; then
-  note "building the AOT wrapper (x86_64)"
-  (cd "$work" && bash backends/samsung/build.sh --sdk "$sdk" --build x86_64)
+  compilers=()
+  if [ -n "${CC:-}${CXX:-}" ]; then
+    note "building the AOT wrapper (x86_64, CC=${CC:-} CXX=${CXX:-} as set)"
+  elif command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
+    compilers=(CC=clang CXX=clang++)
+    note "building the AOT wrapper (x86_64, clang)"
+  else
+    note "warning: no clang on PATH: building the AOT wrapper with the default compiler" \
+      "(upstream's -Werror is kept clean for clang, as its CI builds)"
+  fi
+  (cd "$work" && env "${compilers[@]}" bash backends/samsung/build.sh --sdk "$sdk" --build x86_64)
   mkdir -p "$out/python"
   shopt -s nullglob
   built=("$work"/backends/samsung/python/Py*.so)

@@ -181,3 +181,26 @@ def test_unknown_runner_profile_is_one_line_exit_3(fakes: dict[str, Path]) -> No
     done = build_android(fakes, "--runner-profile", "fast")
     assert done.returncode == 3
     assert done.stderr.strip() == "build-enn: --runner-profile: unknown profile 'fast' (hil or upstream)"
+
+
+def test_the_x86_wrapper_is_compiled_with_clang_as_upstreams_ci_does(fakes: dict[str, Path]) -> None:
+    # upstream builds with -Werror and its CI compiles with clang (ci-image ...-clang12): GCC
+    # warnings would stop the image's build
+    (fakes["work"] / "backends" / "samsung" / "build.sh").write_text(
+        '#!/bin/bash\nprintf "build.sh %s CC=%s CXX=%s\\n" "$*" "${CC:-}" "${CXX:-}" >> "$HIL_FAKE_CMAKE_LOG"\n')
+    for name in ("clang", "clang++", "python-fake"):
+        (fakes["bin"] / name).write_text("#!/bin/sh\nexit 0\n")
+        (fakes["bin"] / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fakes['bin']}:{os.environ['PATH']}", HIL_FAKE_CMAKE_LOG=str(fakes["log"]))
+    env.pop("CC", None)
+    env.pop("CXX", None)
+    argv = ["bash", str(BUILD_ENN), "--sdk", str(fakes["sdk"]), "--build", "x86_64", "--work", str(fakes["work"]),
+            "--out", str(fakes["out"]), "--python", str(fakes["bin"] / "python-fake")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert "produced no backends/samsung/python/Py*.so" in done.stderr  # the FAKE build makes none
+    assert fakes["log"].read_text().splitlines()[-1].endswith("--build x86_64 CC=clang CXX=clang++")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**env, "CXX": "g++-12"})
+    assert fakes["log"].read_text().splitlines()[-1].endswith("CC= CXX=g++-12")  # a choice made is kept
+    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    stage = dockerfile.split("AS enn-build", 1)[1].split("\nFROM ", 1)[0]
+    assert " clang " in stage.split("apt-get install", 1)[1].split("\n", 1)[0]
