@@ -3,6 +3,8 @@ server takes from that environment (nothing)."""
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -64,3 +66,13 @@ def test_replicate_passes_adbs_variables_into_the_container_by_name(monkeypatch)
         assert name in passed and "ANDROID_ADB_SERVER_PORT=5037" not in passed
         assert value not in " ".join(passed)  # by name: the value stays out of the command line
         monkeypatch.delenv(name)
+
+
+def test_adb_servers_the_tests_start_leave_nothing_in_the_users_home() -> None:
+    # adb 29 writes ~/.android/adb.<port> (the server's path) per server: 89 such files after
+    # one test run, before the session's HOME was its own
+    user_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    with AdbServer(socket_timeout=10.0) as server:
+        port = server.port
+    assert not (user_home / ".android" / f"adb.{port}").exists()
+    assert Path(os.environ["HOME"]) != user_home
