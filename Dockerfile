@@ -104,9 +104,13 @@ RUN --mount=type=secret,id=litecore_apikey \
 # ---------------------------------------------------------------------------------------------
 FROM pydeps AS enn-build
 ARG DEBIAN_FRONTEND=noninteractive
+# clang compiles the x86 wrapper (build-enn.sh picks it), as ExecuTorch's CI does: upstream
+# builds with -Werror and is kept warning-free for clang, not GCC. The SDK must be LITECORE's
+# Ubuntu 22.04 build (ai-litecore-ubuntu2204-*): its Ubuntu 24.04 build needs glibc 2.38+ and
+# fails at import on this Debian 12 image.
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends git cmake ninja-build g++ make python3-dev curl unzip file \
+ && apt-get install -y --no-install-recommends git cmake ninja-build clang g++ make python3-dev curl unzip file \
  && rm -rf /var/lib/apt/lists/*
 ARG EXECUTORCH_GIT=https://github.com/pytorch/executorch.git
 ARG EXECUTORCH_REF=v1.5.1

@@ -2,8 +2,9 @@
 
 - `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process.
   It keeps a run away from whatever uses the default port 5037, and owning its PID lets us
-  stop it for sure. Right for boards the run itself `adb connect`s (virtual and network
-  boards); never for USB boards (two servers on one host fight over USB devices).
+  stop it for sure; it dies with hil even when hil is killed (`hil.lifeline`). Right for
+  boards the run itself `adb connect`s (virtual and network boards); never for USB boards
+  (two servers on one host fight over USB devices).
 - `LabAdbServer`: an existing server (the host's on 127.0.0.1:5037, another machine's
   through `adb -H HOST -P PORT`'s protocol): hil is only its client. It starts none, kills
   none, restarts none, and disconnects only the network boards it connected itself.
@@ -32,6 +33,7 @@ import adbutils
 from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
+from hil import lifeline
 from hil.attention import check_state
 from hil.errors import InfraError, UsageError
 
@@ -92,9 +94,19 @@ def parse_server(text: str, flag: str) -> str:
     return text
 
 
+SERVER_ENV = (
+    "ADB_SERVER_SOCKET", "ANDROID_ADB_SERVER_ADDRESS", "ANDROID_ADB_SERVER_PORT",
+    "ANDROID_ADB_SERVER_HOST",
+)
+"""Every variable that points an adb client at a server: adb's own three (AOSP
+`client/main.cpp`: `ADB_SERVER_SOCKET=tcp:[HOST:]PORT` wins over
+`ANDROID_ADB_SERVER_ADDRESS` + `ANDROID_ADB_SERVER_PORT`) and adbutils' name for the host,
+`ANDROID_ADB_SERVER_HOST`, kept as an alias of `_ADDRESS`."""
+
+
 def server_choice(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:
     """Which adb server the boards hil does not start belong to: `--adb-server`, else
-    HIL_ADB_SERVER, else ANDROID_ADB_SERVER_HOST/PORT (adb's own variables); `HOST:PORT`,
+    HIL_ADB_SERVER, else adb's own variables (`lab_server_from_env`); `HOST:PORT`,
     OWN_SERVER, or None (decided per board). UsageError naming the source when malformed."""
     environ = os.environ if environ is None else environ
     for value, source in ((flag, "--adb-server"), (environ.get(CHOICE_ENV), CHOICE_ENV)):
@@ -104,15 +116,32 @@ def server_choice(flag: str | None, environ: Mapping[str, str] | None = None) ->
 
 
 def lab_server_from_env(environ: Mapping[str, str] | None = None) -> str | None:
-    """`HOST:PORT` from ANDROID_ADB_SERVER_HOST / ANDROID_ADB_SERVER_PORT (adb's own
-    variables) when either is set, else None."""
+    """`HOST:PORT` of the server adb itself would use, as configured (`localhost:5038` stays
+    `localhost:5038`), when the environment names one, else None. As adb reads them:
+    `ADB_SERVER_SOCKET=tcp:PORT` or `tcp:HOST:PORT` first; else `ANDROID_ADB_SERVER_ADDRESS`
+    (adbutils' `ANDROID_ADB_SERVER_HOST` when it is unset) and `ANDROID_ADB_SERVER_PORT`,
+    each defaulting to 127.0.0.1 and 5037. A socket spec hil cannot reach (not TCP) is a
+    UsageError naming the variable."""
     environ = os.environ if environ is None else environ
-    host = environ.get("ANDROID_ADB_SERVER_HOST", "").strip()
+    socket_spec = environ.get("ADB_SERVER_SOCKET", "").strip()
+    if socket_spec:
+        kind, _, rest = socket_spec.partition(":")
+        if kind != "tcp" or not rest:
+            raise UsageError(
+                f"ADB_SERVER_SOCKET: {socket_spec!r} is not tcp:PORT or tcp:HOST:PORT "
+                "(hil reaches adb servers over TCP only)"
+            )
+        host, _, port = rest.rpartition(":")
+        return parse_server(f"{host or DEFAULT_HOST}:{port}", "ADB_SERVER_SOCKET")
+    address = environ.get("ANDROID_ADB_SERVER_ADDRESS", "").strip()
+    alias = environ.get("ANDROID_ADB_SERVER_HOST", "").strip()
+    host_name = "ANDROID_ADB_SERVER_ADDRESS" if address else "ANDROID_ADB_SERVER_HOST"
+    host = address or alias
     port = environ.get("ANDROID_ADB_SERVER_PORT", "").strip()
     if not host and not port:
         return None
     return parse_server(f"{host or DEFAULT_HOST}:{port or DEFAULT_PORT}",
-                        "ANDROID_ADB_SERVER_HOST/ANDROID_ADB_SERVER_PORT")
+                        f"{host_name}/ANDROID_ADB_SERVER_PORT")
 
 
 class _Server:
@@ -292,7 +321,9 @@ class AdbServer(_Server):
         """Start the server and wait until it answers; InfraError if it does not."""
         if self._process is not None:
             return
-        env = {k: v for k, v in os.environ.items() if k != "ANDROID_ADB_SERVER_HOST"}
+        # adb reads ANDROID_ADB_SERVER_ADDRESS even with -P: a lab's would make the private
+        # server listen on the lab's host; none of the lab's variables reach it
+        env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
         env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(

@@ -68,9 +68,9 @@ def _add_adb_server(parser: argparse.ArgumentParser) -> None:
                         help="the lab's adb server to use (only as a client: hil starts, kills "
                              "and restarts none) for every board hil does not start; own: hil's "
                              "private server for all, USB too (no other server may run); "
-                             "default: $HIL_ADB_SERVER, ANDROID_ADB_SERVER_HOST/PORT, else the "
-                             "host's server 127.0.0.1:5037 for USB boards and a private one "
-                             "for HOST:PORT")
+                             "default: $HIL_ADB_SERVER, adb's ADB_SERVER_SOCKET or "
+                             "ANDROID_ADB_SERVER_ADDRESS/PORT, else the host's server 127.0.0.1:5037 "
+                             "for USB boards and a private one for HOST:PORT")
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:

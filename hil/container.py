@@ -15,8 +15,8 @@ desk are the same `docker run`. Two halves:
   (workspace mount, board access, environment passed by name, streamed logs).
 
 Board access: `host-adb` (`--network host`: hil in the container is a client of the host's
-adb server, 127.0.0.1:5037 unless ANDROID_ADB_SERVER_HOST/PORT say otherwise, and reaches
-network boards),
+adb server, 127.0.0.1:5037 unless adb's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/PORT
+say otherwise, and reaches network boards),
 `usb` (`/dev/bus/usb` and the device-cgroup rule `c 189:* rmw`: the container's own adb
 server owns the USB boards, so the host's must be stopped), `none` (virtual boards only).
 With real-board access the host's lease folder (`hil.board.lease`) is mounted too, so runs
@@ -67,10 +67,15 @@ DEFAULT_ENV = (
     "GITHUB_RUN_ATTEMPT", "GITHUB_SERVER_URL", "GITHUB_JOB",
 )
 """Variables passed by name into every run when they are set."""
-ADB_ENV = ("ANDROID_ADB_SERVER_HOST", "ANDROID_ADB_SERVER_PORT")
+ADB_ENV = (
+    "ADB_SERVER_SOCKET", "ANDROID_ADB_SERVER_ADDRESS", "ANDROID_ADB_SERVER_PORT",
+    "ANDROID_ADB_SERVER_HOST",
+)
+"""adb's variables naming the host's adb server and adbutils' alias (`hil.adbserver.SERVER_ENV`),
+passed by name."""
 HOST_ADB_SERVER_PORT = "5037"
 """The host's own adb server (adb's default port), used in `host-adb` mode unless the
-host's ANDROID_ADB_SERVER_HOST/PORT name another."""
+host's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/_HOST/_PORT name another."""
 BOARD_ACCESS = ("host-adb", "usb")
 """Modes that reach real boards (and so share the host's leases)."""
 

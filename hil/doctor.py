@@ -46,7 +46,8 @@ class Options:
 
     runner: str | None = None
     adb_server: str | None = None
-    """`--adb-server`: the lab server to look at (default: ANDROID_ADB_SERVER_*, 127.0.0.1:5037)."""
+    """`--adb-server`: the lab server to look at (default: adb's ADB_SERVER_SOCKET /
+    ANDROID_ADB_SERVER_*, 127.0.0.1:5037)."""
 
 
 def _package(name: str) -> str | None:
@@ -155,7 +156,7 @@ def check_adb(lab_server: str | None = None) -> Check:
     if lab:
         if protocol is None:
             return Check("adb", False, f"{client}; the lab's adb server {lab} (--adb-server or "
-                         "ANDROID_ADB_SERVER_HOST/PORT) does not answer",
+                         "adb's ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_ADDRESS/PORT) does not answer",
                          "start it on its host (adb start-server); for another machine's "
                          f"server use an SSH tunnel: ssh -N -L {port}:127.0.0.1:5037 HOST, then "
                          f"--adb-server 127.0.0.1:{port}")
@@ -246,7 +247,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="enn_executor_runner to check (default: $HIL_RUNNER)")
     parser.add_argument("--adb-server", metavar="HOST:PORT",
                         help="the lab's adb server to look at (default: $HIL_ADB_SERVER, "
-                             "ANDROID_ADB_SERVER_HOST/PORT, else 127.0.0.1:5037)")
+                             "ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/PORT, else 127.0.0.1:5037)")
     parser.add_argument("--require", action="append", default=[], metavar="NAME[,NAME]",
                         help=f"components that must be ok (default: {','.join(DEFAULT_REQUIRED)}); "
                              f"one of {', '.join(CHECKS)}, or all")

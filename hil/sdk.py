@@ -178,6 +178,12 @@ def _fixes(sdk: Litecore, error: str) -> tuple[str, ...]:
     install = (f"install the built modules where Python finds them: cp OUT/python/Py*.so "
                f"{_wrapper_folder()} (what the exynos image does), or put the built checkout "
                "first on the path: export PYTHONPATH=CHECKOUT/.. (upstream CI's way)")
+    if any(f"{name}_" in error for name in ("GLIBC", "GLIBCXX", "CXXABI")) and "not found" in error:
+        return ("the SDK's libraries were built for a newer system than this one: the Ubuntu 24.04 "
+                "build (ai-litecore-ubuntu2404-*, glibc 2.39) loads only there; on Debian 12 (the "
+                "exynos image) and Ubuntu 22.04 install the Ubuntu 22.04 build, "
+                "ai-litecore-ubuntu2204-v1.1.0.tar.gz, with scripts/install-litecore.sh",
+                f"then {build}")
     if "cannot open shared object file" in error:
         library = error.split(":")[1].strip() if error.count(":") >= 2 else "a library"
         return (f"{library} is not in {sdk.library_dir} (it was on LD_LIBRARY_PATH): the SDK "

@@ -2,13 +2,19 @@
 # Build ExecuTorch's Samsung (ENN) backend pieces against LITECORE with ExecuTorch's own
 # backends/samsung/build.sh:
 #   x86_64   the AOT wrapper (PyEnnWrapperAdaptor, PyGraphWrapperAdaptor) -> OUT/python/,
-#            checked by importing it with the SDK's libraries
+#            checked by importing it with the SDK's libraries; compiled with clang (CC=clang
+#            CXX=clang++ unless CC/CXX are set), as ExecuTorch's CI does: upstream builds with
+#            -Werror, and GCC warns where clang does not
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
 #            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
 #            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
-#              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels
+#              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels,
+#                        in build.sh's own folder WORK/build_samsung_android
 #              hil       (default) the same configure plus the XNNPACK delegate and the quantized
-#                        kernels (scripts/hil-runner.cmake): the host flows run on the board too
+#                        kernels (scripts/hil-runner.cmake): the host flows run on the board too;
+#                        in WORK/build_samsung_android_hil
+#            One build folder per profile: CMake's cache would keep XNNPACK linked into an
+#            upstream build made after a hil one in the same folder (its sidecar saying upstream).
 #
 # usage: build-enn.sh --sdk DIR --build x86_64|android|all --out DIR
 #                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1]
@@ -51,7 +57,7 @@ while [ $# -gt 0 ]; do
         --runner-profile) runner_profile=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -108,8 +114,17 @@ mkdir -p "$out"
 
 # -- x86_64: the AOT wrapper ------------------------------------------------------------------
 if [ "$build" = x86_64 ] || [ "$build" = all ]; then
-  note "building the AOT wrapper (x86_64)"
-  (cd "$work" && bash backends/samsung/build.sh --sdk "$sdk" --build x86_64)
+  compilers=()
+  if [ -n "${CC:-}${CXX:-}" ]; then
+    note "building the AOT wrapper (x86_64, CC=${CC:-} CXX=${CXX:-} as set)"
+  elif command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
+    compilers=(CC=clang CXX=clang++)
+    note "building the AOT wrapper (x86_64, clang)"
+  else
+    note "warning: no clang on PATH: building the AOT wrapper with the default compiler" \
+      "(upstream's -Werror is kept clean for clang, as its CI builds)"
+  fi
+  (cd "$work" && env "${compilers[@]}" bash backends/samsung/build.sh --sdk "$sdk" --build x86_64)
   mkdir -p "$out/python"
   shopt -s nullglob
   built=("$work"/backends/samsung/python/Py*.so)
@@ -141,14 +156,23 @@ if [ "$build" = android ] || [ "$build" = all ]; then
   [ -f "$ndk/build/cmake/android.toolchain.cmake" ] || die "--ndk $ndk is not an Android NDK"
   note "building enn_executor_runner (android arm64-v8a, runner profile $runner_profile)"
   if [ "$runner_profile" = upstream ]; then
+    build_dir=build_samsung_android  # build.sh's own, fixed
+    cache=$work/$build_dir/CMakeCache.txt
+    if [ -f "$cache" ] && grep -qE '^(EXECUTORCH_BUILD_XNNPACK:BOOL=ON|CMAKE_PROJECT_executorch_INCLUDE)' "$cache"; then
+      # a hil-profile build made there before folders were per profile: its cache would keep
+      # XNNPACK and the quantized kernels linked into this upstream runner
+      note "removing $work/$build_dir: it was configured for the hil profile"
+      rm -rf "${work:?}/$build_dir"
+    fi
     (cd "$work" && ANDROID_NDK=$ndk bash backends/samsung/build.sh --sdk "$sdk" --ndk "$ndk" --build android)
   else
+    build_dir=build_samsung_android_hil
     include=$here/hil-runner.cmake
     [ -f "$include" ] || include=$(command -v hil-runner.cmake) || die "hil-runner.cmake not found"
     # backends/samsung/build.sh's build_android(), option for option, plus the hil profile's
     # libraries (its cmake line takes no extra options, so it is repeated here).
     (cd "$work" && cmake \
-        -DCMAKE_INSTALL_PREFIX="$work/build_samsung_android" \
+        -DCMAKE_INSTALL_PREFIX="$work/$build_dir" \
         -DCMAKE_TOOLCHAIN_FILE="$ndk/build/cmake/android.toolchain.cmake" \
         -DANDROID_NDK="$ndk" \
         -DANDROID_ABI=arm64-v8a \
@@ -170,10 +194,10 @@ if [ "$build" = android ] || [ "$build" = all ]; then
         -DEXECUTORCH_BUILD_PTHREADPOOL=ON \
         -DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON \
         -DCMAKE_PROJECT_executorch_INCLUDE="$include" \
-        -S . -B build_samsung_android \
-      && cmake --build build_samsung_android -j "$(nproc)" --target install)
+        -S . -B "$build_dir" \
+      && cmake --build "$build_dir" -j "$(nproc)" --target install)
   fi
-  runner=$work/build_samsung_android/backends/samsung/enn_executor_runner
+  runner=$work/$build_dir/backends/samsung/enn_executor_runner
   [ -f "$runner" ] || die "the android build produced no $runner"
   magic=$(od -An -tx1 -N20 "$runner" | tr -d ' \n')
   [ "${magic:0:8}" = 7f454c46 ] && [ "${magic:36:4}" = b700 ] \

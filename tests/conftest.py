@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import adbutils
 import pytest
 
-from hil.adbserver import AdbServer
+from hil.adbserver import SERVER_ENV, AdbServer
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 
@@ -54,8 +56,26 @@ def isolated_leases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     no test inherits a lab adb server from the environment."""
     patch = pytest.MonkeyPatch()
     patch.setenv("HIL_LEASE_DIR", str(tmp_path_factory.mktemp("leases")))
-    patch.delenv("ANDROID_ADB_SERVER_HOST", raising=False)
-    patch.delenv("ANDROID_ADB_SERVER_PORT", raising=False)
+    for name in SERVER_ENV:
+        patch.delenv(name, raising=False)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_adb_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every adb server the tests start (in this process, in `hil` children, in
+    tests/adb_lab.py) keeps its files (`.android/adb.<port>`, `adbkey`) in the session's own
+    folder, not the user's: HOME for Debian's adb 29, ANDROID_USER_HOME for newer ones. What
+    else reads HOME keeps the user's: caches (XDG_CACHE_HOME) and docker's config."""
+    real = Path.home()
+    home = tmp_path_factory.mktemp("home")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", os.environ.get("XDG_CACHE_HOME") or str(real / ".cache"))
+    if not os.environ.get("DOCKER_CONFIG") and (real / ".docker").is_dir():
+        patch.setenv("DOCKER_CONFIG", str(real / ".docker"))
+    patch.setenv("HOME", str(home))
+    patch.setenv("ANDROID_USER_HOME", str(home / ".android"))
     yield
     patch.undo()
 

@@ -148,3 +148,11 @@ def test_lowering_workers_get_the_sdk_library_path(fake, monkeypatch):
     assert _import(ENN).returncode == 0  # a child started now imports it
     monkeypatch.setattr(sdk, "_STARTUP_LIBRARY_PATH", os.environ["LD_LIBRARY_PATH"])
     assert not pool._needs_sdk_library_path()
+
+
+def test_an_sdk_built_for_a_newer_system_says_which_build_is_needed() -> None:
+    # the Ubuntu 24.04 build of LITECORE on Debian 12 (glibc 2.36) fails only at import
+    error = ("ImportError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found "
+             "(required by /opt/litecore/lib/x86_64-linux/libgraph_wrapper.so)")
+    fixes = sdk._fixes(sdk.Litecore(Path("/opt/litecore"), ()), error)
+    assert "ai-litecore-ubuntu2204-v1.1.0.tar.gz" in fixes[0] and "Debian 12" in fixes[0]

@@ -51,8 +51,6 @@ DEVICE_ROOT = "/data/local/tmp/hil"
 RUNNER_NAME = "enn_executor_runner"
 RUNNER_PATH = posixpath.join(DEVICE_ROOT, "bin", RUNNER_NAME)
 """Where the runner lives on a board, across runs: pushed only when its sha256 differs."""
-VENDOR_LIBS = ("/vendor/lib64/libenn_public_api_cpp.so", "/system/lib64/libenn_public_api_cpp.so")
-"""The ENN vendor library the real runner links; without it the runner segfaults."""
 LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
 PID_FILE = "runner.pid"

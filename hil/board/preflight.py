@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from adbutils import AdbDevice
 
 from hil.attention import check_state
-from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, VENDOR_LIBS, AdbBoard, chipset_from_props
+from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, AdbBoard, chipset_from_props
 from hil.board.console import probe_console
 from hil.board.inventory import InventoryEntry
 from hil.board.watchdog import bounded
@@ -44,6 +44,12 @@ WORK_PARENT = "/data/local/tmp"
 MIN_FREE_BYTES = 256 * 1024 * 1024
 """Less free space than this in /data/local/tmp is a problem (models, inputs, outputs)."""
 ARCHITECTURE = "aarch64"
+VENDOR_LIB = "libenn_public_api_cpp.so"
+VENDOR_LIB_DIRS = ("/vendor/lib64", "/system/lib64", "/system_ext/lib64", "/odm/lib64", "/product/lib64")
+"""Where the runner, started from /data/local/tmp, may `dlopen` ENN's library from by its bare
+name: the 64-bit library folders of every partition the linker's namespaces search
+(linkerconfig), the vendor's first."""
+VENDOR_LIBS = tuple(f"{folder}/{VENDOR_LIB}" for folder in VENDOR_LIB_DIRS)
 
 
 @dataclass
@@ -115,8 +121,8 @@ def identity_problems(report: BoardReport, run_chipset: str | None) -> list[str]
         problems.append(f"architecture {report.architecture}, expected {ARCHITECTURE}")
     if report.vendor_lib is None:
         problems.append(
-            "ENN vendor library libenn_public_api_cpp.so missing from /vendor/lib64 and "
-            "/system/lib64: the runner would crash"
+            f"ENN vendor library {VENDOR_LIB} missing from {', '.join(VENDOR_LIB_DIRS)}: the runner "
+            "would crash (Lib load failed.)"
         )
     if report.free_bytes is not None and report.free_bytes < MIN_FREE_BYTES:
         problems.append(f"only {_size(report.free_bytes)} free in /data/local/tmp")

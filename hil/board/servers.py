@@ -4,7 +4,7 @@
 virtual board (hil starts it)            -> hil's private server (started on first use)
 entry.adb_server / SERIAL@HOST:PORT      -> that lab server (hil is only its client)
 --adb-server / HIL_ADB_SERVER /
-ANDROID_ADB_SERVER_*                     -> that lab server, for every other board
+ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_* -> that lab server, for every other board
 --adb-server own                         -> hil's private server, for every other board
 otherwise: a network board (HOST:PORT)   -> hil's private server (it `adb connect`s it)
            a USB board (a serial)        -> the host's own server, 127.0.0.1:5037

@@ -6,7 +6,11 @@ main 2026-08, unchanged since v1.4.1), `runtime/platform/default/posix.cpp` (log
 runner (`hil/virtual/runner.py`) produces exactly these lines; the host (`hil/judge.py`) reads
 them back to tell where a runner stopped. The runner's order of work, with what it prints:
 
- 1. ENN init ............ F "Enn initialize failed." abort (134); no libenn_public_api_cpp.so: SIGSEGV (139)
+ 1. ENN init ............ F "Enn initialize failed." abort (134). No libenn_public_api_cpp.so (or
+                          one that does not load): E "Lib load failed." (enn_api_implementation.cpp:68),
+                          then ENN's own "[ERROR][Exynos ExecuTorch]Failed to load enn api library.
+                          <dlerror>" (:47, logging.cpp's format), then SIGSEGV (139) calling the
+                          missing EnnInitialize
  2. flags (gflags) ...... E "Extra commandline args: ..." exit 1; a bad flag: "ERROR: ..." exit 1
  3. FileDataLoader ...... F "FileDataLoader::from() failed: 0x22" abort (a missing model)
  4. Program::load ....... E "Failed to parse model file %s" exit 1; else I "Model file %s is loaded."
@@ -15,9 +19,10 @@ them back to tell where a runner stopped. The runner's order of work, with what 
  7. load_method ......... F "Loading of method %s failed with status 0x%x" abort; else I "Method loaded."
                           (the runtime says why first: E "Backend X is not registered.",
                           E "Missing operator: [i] name"; the method allocator is a 4 MB pool)
- 8. inputs .............. --input: F "Please check the number of given input binary files",
-                          F "Given inputs size is invalid" abort; without --input zero-filled
-                          buffers, I "Input list not provided. Inputs prepared with default values set."
+ 8. inputs .............. --input: F "Please check the number of given input binary files" (289),
+                          F "Given inputs size is invalid" (302) abort; without --input zero-filled
+                          buffers (F "Could not prepare inputs: 0x%x" (281) when that fails),
+                          I "Input list not provided. Inputs prepared with default values set."
  9. warm-ups ............ I "Perform %d inference for warming up" (their status is overwritten)
 10. 1st run, timed ...... I "Start 1st inference."
 11. N runs, timed ....... I "Start inference."  (--num_executions N, one interval for all N)
@@ -26,7 +31,14 @@ them back to tell where a runner stopped. The runner's order of work, with what 
 14. status .............. of the LAST execution only: F "Execution of method %s failed with status 0x%x"
 15. outputs ............. each `toTensor()`, written to --output_path/output_<i>.bin:
                           F "Directory or have no visit permission: %s" abort
+16. ENN deinit .......... at exit (EnnApiDeinit, line 128): F "Enn Deinitialize failed." abort,
+                          after the outputs are written: the board's, not the program's
 Exit codes: 0; 1 (flags, Program::load); 134 for every failed check; 139 without the vendor lib.
+
+ENN's runtime (backends/samsung/runtime/logging.cpp) writes its own lines to stderr beside
+ET_LOG's: `[ERROR][Exynos ExecuTorch]message` (`[WARN]`, `[INFO]`, `[DEBUG]` likewise; a debug
+build puts `[file.cpp:line]: ` before the message). The ERROR and WARN ones are kept with the
+log (`RunnerLog.enn`) and end the failure reason.
 """
 
 from __future__ import annotations
@@ -56,7 +68,8 @@ USING_METHOD = (184, "Using method %s")
 PLANNED_BUFFER = (231, "Setting up planned buffer %d, size %d.")
 LOAD_FAILED = (257, "Loading of method %s failed with status 0x%x")
 METHOD_LOADED = (262, "Method loaded.")
-INPUT_COUNT = (281, "Please check the number of given input binary files")
+PREPARE_INPUTS = (281, "Could not prepare inputs: 0x%x")
+INPUT_COUNT = (289, "Please check the number of given input binary files")
 DEFAULT_INPUTS = (285, "Input list not provided. Inputs prepared with default values set.")
 INPUT_SIZE = (302, "Given inputs size is invalid")
 WARM_UP = (317, "Perform %d inference for warming up")
@@ -65,7 +78,15 @@ START_INFERENCE = (334, "Start inference.")
 TIMING = (359, "%d inference took %f ms, avg %f ms")
 EXECUTION_FAILED = (365, "Execution of method %s failed with status 0x%x")
 OUTPUT_FOLDER = (113, "Directory or have no visit permission: %s")
+ENN_DEINIT_FAILED = (128, "Enn Deinitialize failed.")
 INPUT_OPEN = (73, "input_file.is_open()")
+
+# ENN's loader (backends/samsung/runtime/enn_api_implementation.cpp): its ET_LOG line, then its
+# own ENN_LOG_ERROR line (logging.cpp), when libenn_public_api_cpp.so does not load.
+ENN_API_SOURCE = "enn_api_implementation.cpp"
+LIB_LOAD_FAILED = (68, "Lib load failed.")
+ENN_LIB_NOT_LOADED = "Failed to load enn api library."
+ENN_LOG_TAG = "[Exynos ExecuTorch]"
 
 # What the runtime logs before `load_method` returns an error (runtime/executor/method.cpp).
 BACKEND_NOT_REGISTERED = (85, "Backend %s is not registered.")
@@ -135,7 +156,17 @@ _LOG_LINE = re.compile(
 _TIMING_LINE = re.compile(r"(\d+) inference took ([0-9.]+) ms, avg ([0-9.]+) ms")
 _STATUS = re.compile(r"\b(0x[0-9a-fA-F]+)$")
 """The status code a failed check ends with (`... failed with status 0x14`, `... failed: 0x22`)."""
+_ENN_LINE = re.compile(
+    r"^\[(?P<level>ERROR|WARN)\]\[Exynos ExecuTorch\](?:\[[^\]]+:\d+\]: )?(?P<message>.*)$"
+)
+"""ENN's own ERROR and WARN lines (logging.cpp), with a debug build's `[file:line]: ` dropped."""
 _STATISTICS_LINE = re.compile(r"^\s*(init|load|1st|avg)\s*:\s*(-?[0-9.]+)\s*$", re.MULTILINE)
+
+
+def enn_log_line(level: str, message: str) -> str:
+    """One line of ENN's own log as logging.cpp writes it to stderr (a release build):
+    `[ERROR][Exynos ExecuTorch]message`."""
+    return f"[{level}]{ENN_LOG_TAG}{message}"
 
 
 def log_line(level: str, seconds: float, line: int, message: str, source: str = RUNNER_SOURCE) -> str:
@@ -197,6 +228,8 @@ class RunnerLog:
     """The status code of the fatal line ("... with status 0x14"), if it has one."""
     timing: tuple[int, float, float] | None
     """(N, total ms, avg ms) of the timing line."""
+    enn: tuple[str, ...] = ()
+    """ENN's own ERROR and WARN lines (`[ERROR][Exynos ExecuTorch]...`), as `ERROR: message`."""
 
     @property
     def reason(self) -> str:
@@ -212,7 +245,10 @@ class RunnerLog:
         explanations = [e for e in self.errors if e != self.fatal]
         if explanations:
             parts.append(explanations[0])
-        return ": ".join(parts)
+        text = ": ".join(parts)
+        if self.enn:
+            text += ("; " if text else "") + "ENN: " + "; ".join(dict.fromkeys(self.enn))
+        return text
 
 
 def parse_log(text: str) -> RunnerLog:
@@ -221,9 +257,14 @@ def parse_log(text: str) -> RunnerLog:
     method = None
     fatal = None
     errors: list[str] = []
+    enn: list[str] = []
     timing = None
     for line in text.splitlines():
         match = _LOG_LINE.match(line)
+        enn_line = _ENN_LINE.match(line) if match is None else None
+        if enn_line is not None:
+            enn.append(f"{enn_line.group('level')}: {enn_line.group('message').strip()}")
+            continue
         if match is None:
             if line.startswith("ERROR: "):  # gflags
                 errors.append(line.removeprefix("ERROR: "))
@@ -239,24 +280,32 @@ def parse_log(text: str) -> RunnerLog:
             timing = (int(timed.group(1)), float(timed.group(2)), float(timed.group(3)))
             stage = max(stage, Stage.TIMED)
         if level == "F":
-            fatal = re.sub(r"^In function \w+\(\), assert failed(?: \(.*?\))?: ", "", message)
+            fatal = re.sub(r"^In function .+?\(\), assert failed(?: \(.*?\))?: ", "", message)
         elif level == "E":
             errors.append(message)
     status = None
     if fatal:
         found = _STATUS.search(fatal)
         status = int(found.group(1), 16) if found else None
-    return RunnerLog(stage, method, fatal, tuple(errors), status, timing)
+    return RunnerLog(stage, method, fatal, tuple(errors), status, timing, tuple(enn))
 
 
 def board_fault(log: RunnerLog, status: int) -> str | None:
     """Why a failed invocation is the board's fault rather than the program's (an
-    infrastructure error, retried elsewhere), or None. ENN that does not initialise, a runner
-    that dies before printing anything (without `libenn_public_api_cpp.so` it segfaults in
-    ENN init), and an output folder it cannot write (storage full, `/data` read-only) say
-    nothing about the program."""
+    infrastructure error, retried elsewhere), or None. ENN's library that does not load
+    (`Lib load failed.`, ENN's `Failed to load enn api library...`, then a segfault), ENN
+    that does not initialise or deinitialise, a runner that dies before printing anything,
+    and an output folder it cannot write (storage full, `/data` read-only) say nothing
+    about the program."""
+    lib = next((line for line in log.enn if ENN_LIB_NOT_LOADED in line), None)
+    if lib is not None or LIB_LOAD_FAILED[1] in log.errors:
+        why = lib.removeprefix("ERROR: ") if lib else LIB_LOAD_FAILED[1]
+        return (f"the board is not usable for ENN: libenn_public_api_cpp.so did not load ({why}); "
+                f"the runner then died (exit {status})")
     if log.fatal and log.fatal.startswith(ENN_INIT_FAILED[1]):
         return f"ENN did not initialise on the board: {log.fatal}"
+    if log.fatal and log.fatal.startswith(ENN_DEINIT_FAILED[1]):
+        return f"ENN did not deinitialise on the board (after the outputs were written): {log.fatal}"
     if log.fatal and log.fatal.startswith(OUTPUT_FOLDER[1].split("%")[0]):
         return f"the board could not write the runner's outputs (storage full or read-only?): {log.fatal}"
     if status > 128 and log.stage is Stage.STARTED and not log.fatal and not log.errors:

@@ -136,14 +136,15 @@ class Refusal:
     unavailable: tuple[str, ...] = ()
     """Backends linked but without their hardware (ENN on a virtual board)."""
     operators: tuple[tuple[int, str], ...] = ()
-    """(operator index, name) of kernels not registered."""
+    """(operator index, name) of kernels not registered, once per KernelCall instruction
+    that calls one (as method.cpp reports them)."""
 
     def __str__(self) -> str:
         if self.backends:
             return f"backend {', '.join(self.backends)} is not linked into the runner"
         if self.unavailable:
             return f"backend {', '.join(self.unavailable)} is not available on this board"
-        return "missing operator(s): " + ", ".join(name for _index, name in self.operators)
+        return "missing operator(s): " + ", ".join(dict.fromkeys(name for _index, name in self.operators))
 
 
 def refusal(profile: RunnerProfile, program: ProgramInfo, virtual: bool = False) -> Refusal | None:
@@ -158,7 +159,9 @@ def refusal(profile: RunnerProfile, program: ProgramInfo, virtual: bool = False)
         if unavailable:
             return Refusal(unavailable=unavailable)
     known = profile.operators()
-    operators = tuple((i, name) for i, name in enumerate(program.operators) if name not in known)
+    calls = program.kernel_calls or tuple(range(len(program.operators)))
+    operators = tuple((i, program.operators[i]) for i in calls
+                      if 0 <= i < len(program.operators) and program.operators[i] not in known)
     return Refusal(operators=operators) if operators else None
 
 

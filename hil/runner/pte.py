@@ -121,6 +121,9 @@ class ProgramInfo:
     delegate_bytes: int = 0
     """Method 0's delegate payloads (inline or in segments): what each backend's `init`
     receives, weights included for XNNPACK and ENN."""
+    kernel_calls: tuple[int, ...] = ()
+    """The operator index of every KernelCall instruction, in chain order: `load_method`
+    resolves (and reports a missing kernel) once per instruction (method.cpp)."""
 
     @property
     def planned_bytes(self) -> int:
@@ -185,6 +188,7 @@ def _read(reader: _Reader) -> ProgramInfo:
         operators.append(f"{name}.{overload}" if overload else name)
     backends = tuple(reader.string(delegate, 0) for delegate in reader.tables(plan, 7))
     tensors = dims = instructions = arguments = 0
+    kernel_calls = []
     for value, value_kind in zip(values, kinds, strict=True):
         if value_kind == "Tensor":
             tensor = reader.table(value, 1)
@@ -196,6 +200,8 @@ def _read(reader: _Reader) -> ProgramInfo:
             if reader.scalar(instruction, 0, "<B") in (_KERNEL_CALL, _DELEGATE_CALL):
                 call = reader.table(instruction, 1)
                 arguments += len(reader.ints(call, 1)) if call is not None else 0
+                if reader.scalar(instruction, 0, "<B") == _KERNEL_CALL and call is not None:
+                    kernel_calls.append(reader.scalar(call, 0, "<i"))
     constant_bytes, delegate_bytes = _data_sizes(reader, program, plan)
     minimum = (_EVALUE * len(values) + _TENSOR_IMPL * tensors + _STRIDE * dims
                + _INSTRUCTION * instructions + _ARGUMENT * arguments + _DELEGATE * len(backends))
@@ -210,6 +216,7 @@ def _read(reader: _Reader) -> ProgramInfo:
         method_allocator_min_bytes=minimum,
         constant_bytes=constant_bytes,
         delegate_bytes=delegate_bytes,
+        kernel_calls=tuple(kernel_calls),
     )
 
 

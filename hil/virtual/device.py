@@ -40,6 +40,7 @@ import sys
 import time
 from pathlib import Path
 
+from hil import lifeline
 from hil.errors import InfraError, UsageError
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.protocol import DEVICE_MAXDATA
@@ -478,12 +479,18 @@ class Device:
         self, command: str | None, env: dict[str, str], merge_stderr: bool
     ) -> asyncio.subprocess.Process:
         """Start a shell command in the sandbox, in its own process group, with pipes
-        for stdin, stdout and stderr (stderr into stdout when `merge_stderr`)."""
+        for stdin, stdout and stderr (stderr into stdout when `merge_stderr`). Whatever it
+        starts dies with the board, even when the board is killed with SIGKILL: the shell
+        carries the board's lifeline token (`hil.lifeline`) into the sandbox, where the
+        device's environment shows it as HIL_LIFELINE (bwrap's --die-with-parent alone
+        leaves the sandboxed shell running once bwrap is gone)."""
+        tied = lifeline.child_env()
         return await asyncio.create_subprocess_exec(
-            *self.sandbox_argv(command, env),
+            *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+            env=tied,  # its own session, but it dies with the board all the same
             start_new_session=True,
             limit=DEVICE_MAXDATA,
         )

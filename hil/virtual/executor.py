@@ -30,6 +30,7 @@ from hil.runner.profiles import PROFILES, RunnerProfile
 from hil.virtual import gflags
 from hil.virtual.runner import (
     DeviceFs,
+    Emit,
     ProgramCache,
     RunnerFaults,
     RunnerResult,
@@ -46,7 +47,10 @@ DEVICE_SOCKET_PATH = "/dev/socket/hil-enn-executor"
 
 # The wire protocol, documented in runner_front.py (which cannot import this module).
 _FRAME = struct.Struct("!I")
-_RESPONSE_HEADER = struct.Struct("!iiIIQ")
+_CHUNK = struct.Struct("!BI")
+"""A response frame: kind (1 stdout, 2 stderr, 0 end), length; then the data."""
+_END = struct.Struct("!iiQ")
+"""The end frame's data: exit code (-1 when killed by a signal), signal (0), peak RSS KiB (0)."""
 _MAX_REQUEST_BYTES = 1 << 20
 _REQUEST_READ_TIMEOUT_S = 30.0
 
@@ -133,9 +137,10 @@ class WarmExecutor:
         cwd: str,
         cancelled: Callable[[], bool] | None = None,
         faults: RunnerFaults | None = None,
+        emit: Emit | None = None,
     ) -> RunnerResult:
         """One runner exec (argv without argv[0]), after warm-up, one at a time, with its
-        peak RSS (`_peak_rss`)."""
+        peak RSS (`_peak_rss`); `emit` gets its output as it is written."""
         self._warm.wait()
         with self._run_lock:
             _reset_peak_rss()
@@ -148,6 +153,7 @@ class WarmExecutor:
                 programs=self._programs,
                 cancelled=cancelled,
                 faults=faults,
+                emit=emit,
             )
             return dataclasses.replace(result, peak_rss_kib=_peak_rss())
 
@@ -203,20 +209,28 @@ class WarmExecutor:
             noise=(kinds["noise"].rel, kinds["noise"].seed) if "noise" in kinds else None,
             slow_s=kinds["slow"].delay if "slow" in kinds else 0.0,
         )
-        result = self.execute(argv, cwd, cancelled=lambda: _peer_closed(conn), faults=runner_faults)
+        gone: list[OSError] = []
+
+        def emit(kind: int, data: bytes) -> None:
+            """The output as the runner writes it (a killed front has shown its progress)."""
+            if not gone:
+                try:
+                    conn.sendall(_CHUNK.pack(kind, len(data)) + data)
+                except OSError as error:
+                    gone.append(error)
+
+        result = self.execute(argv, cwd, cancelled=lambda: bool(gone) or _peer_closed(conn),
+                              faults=runner_faults, emit=emit)
         if kinds.keys() & {"truncate-output", "missing-output"}:
             _damage_outputs(self.fs_root, cwd, argv, truncate="truncate-output" in kinds)
         if self.hooks is not None:
             self.hooks.runner_finished(pid, result.shell_status)
-        header = _RESPONSE_HEADER.pack(
-            -1 if result.exit_code is None else result.exit_code,
-            result.signal or 0,
-            len(result.stdout),
-            len(result.stderr),
-            result.peak_rss_kib or 0,
-        )
+        end = _END.pack(-1 if result.exit_code is None else result.exit_code, result.signal or 0,
+                        result.peak_rss_kib or 0)
         try:
-            conn.sendall(header + result.stdout + result.stderr)
+            if gone:
+                raise gone[0]
+            conn.sendall(_CHUNK.pack(0, len(end)) + end)
         except OSError as error:
             log.info("runner pid %s went away before its result (%s)", pid, error)
             return

@@ -1,24 +1,29 @@
 """Start a virtual board as a child process and wait for its ready line.
 
 The board runs `python -m hil.virtual.main` in its own process group; its stderr (the
-board's log) goes to `ROOT/run/board.log`.
+board's log) goes to `ROOT/run/board.log`. It dies with the process that started it, even
+when that one is killed with SIGKILL (`hil.lifeline`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
 import selectors
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from hil import lifeline
 from hil.errors import InfraError
 from hil.virtual.main import READY_PREFIX, WARM_LINE
 
@@ -44,15 +49,25 @@ class VirtualBoardProcess:
         self.root = root
         self.console = console
 
-    def control(self, line: str) -> None:
+    def control(self, line: str, applied_within: float | None = None) -> None:
         """Send one request to the board's control FIFO (`fault SPEC`, `power cycle`...).
-        InfraError when the board is not running."""
+        With `applied_within` S, return only once the board has taken it: its event loop
+        reads the FIFO and applies every line it read in that same callback, so whatever is
+        asked of the board afterwards sees the request applied. InfraError when the board is
+        not running, or has not taken the line within S seconds."""
         try:
             fd = os.open(self.root / "run" / "control", os.O_WRONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise InfraError(f"virtual board {self.address}: control: {exc}") from exc
         try:
             os.write(fd, line.encode() + b"\n")
+            if applied_within is not None:
+                deadline = time.monotonic() + applied_within
+                while _unread(fd):
+                    if time.monotonic() > deadline or self.process.poll() is not None:
+                        raise InfraError(f"virtual board {self.address}: control {line!r} not taken "
+                                         f"within {applied_within} s")
+                    time.sleep(0.005)
         finally:
             os.close(fd)
 
@@ -104,6 +119,11 @@ class VirtualBoardProcess:
         self.stop()
 
 
+def _unread(fd: int) -> int:
+    """Bytes written to a FIFO that its reader has not read yet (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
 def _tail(path: Path, size: int = 2000) -> str:
     try:
         with path.open("rb") as log_file:
@@ -136,6 +156,7 @@ def start_virtual_board(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=log_file,
+            env=lifeline.child_env(),  # the board (and its shells) die with hil, even on SIGKILL
             start_new_session=True,
         )
     assert process.stdout is not None

@@ -103,20 +103,37 @@ class _RunnerExit(Exception):
         self.sig = sig
 
 
+Emit = Callable[[int, bytes], None]
+"""Where the runner's output goes as it is written: (1 stdout | 2 stderr, bytes)."""
+
+
 @dataclass
 class _Console:
-    """The runner's stdout and stderr; log lines in ET_LOG's shape."""
+    """The runner's stdout and stderr; log lines in ET_LOG's shape. Each write is also handed
+    to `emit` at once (the real runner's stderr is unbuffered: a runner killed at its deadline
+    has shown its progress)."""
 
     start: float = field(default_factory=time.perf_counter)
     stdout: bytearray = field(default_factory=bytearray)
     stderr: bytearray = field(default_factory=bytearray)
+    emit: Emit | None = None
+
+    def out(self, data: bytes) -> None:
+        self.stdout += data
+        if self.emit is not None:
+            self.emit(1, data)
+
+    def err(self, data: bytes) -> None:
+        self.stderr += data
+        if self.emit is not None:
+            self.emit(2, data)
 
     def log(self, level: str, where: tuple[int, str], *args: object,
             source: str = contract.RUNNER_SOURCE) -> None:
         line, message = where
         text = message % args if args else message
         elapsed = time.perf_counter() - self.start
-        self.stderr += (log_line(level, elapsed, line, text, source) + "\n").encode()
+        self.err((log_line(level, elapsed, line, text, source) + "\n").encode())
 
     def check(self, ok: bool, where: tuple[int, str], condition: str, *args: object,
               function: str = "main") -> None:
@@ -314,9 +331,15 @@ def _run(
     faults: RunnerFaults,
 ) -> None:
     """The runner's main(); returns on success, raises _RunnerExit otherwise."""
-    # 1. ENN init (here: the host runtime); no vendor library: the real runner segfaults.
+    # 1. ENN init (here: the host runtime). No vendor library: ENN's loader says so twice
+    # (its ET_LOG line, then its own log line with dlerror()), then the real runner
+    # segfaults calling the EnnInitialize it did not find.
     if not vendor_lib:
         log.info("virtual runner: no libenn_public_api_cpp.so on this board, SIGSEGV")
+        console.log("E", contract.LIB_LOAD_FAILED, source=contract.ENN_API_SOURCE)
+        console.err((contract.enn_log_line(
+            "ERROR", f"{contract.ENN_LIB_NOT_LOADED} dlopen failed: library "
+            '"libenn_public_api_cpp.so" not found') + "\n").encode())
         raise _RunnerExit(sig=signal.SIGSEGV)
     init_start = time.perf_counter()
     try:
@@ -332,10 +355,10 @@ def _run(
     try:
         parsed = gflags.parse(args)
     except gflags.FlagError as error:
-        console.stderr += f"ERROR: {error}\n".encode()
+        console.err(f"ERROR: {error}\n".encode())
         raise _RunnerExit(exit_code=1) from error
     if parsed.want_help:
-        console.stdout += gflags.usage().encode()
+        console.out(gflags.usage().encode())
         raise _RunnerExit(exit_code=1)
     if parsed.extra:
         console.log("E", (contract.EXTRA_ARGS[0], contract.EXTRA_ARGS[1] + " " + " ".join(parsed.extra)))
@@ -446,15 +469,17 @@ def execute_request(
     programs: ProgramCache | None = None,
     cancelled: Callable[[], bool] | None = None,
     faults: RunnerFaults | None = None,
+    emit: Emit | None = None,
 ) -> RunnerResult:
     """Run `enn_executor_runner` once, as the virtual board does.
 
     `argv` excludes argv[0]; `cwd` is the device folder the runner was started in;
     `profile` is the runner binary being imitated. `cancelled` is polled before each
     execution: once it says True the run stops and reports SIGTERM (nobody reads it).
+    `emit` gets the output as it is written (the result holds all of it as well).
     """
-    console = _Console()
-    console.stderr += BANNER.encode() + b"\n"
+    console = _Console(emit=emit)
+    console.err(BANNER.encode() + b"\n")
     exit_code: int | None = 0
     sig: int | None = None
     try:

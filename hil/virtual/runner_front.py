@@ -3,8 +3,10 @@
 
 hil pushes this file under the real runner's name; the board runs it as ``python -I -S``. It
 sends its argv, device cwd and pid to the executor in the virtual board process, relays the
-runner's stdout and stderr, then exits with the runner's code, or kills itself with the
-runner's signal so the shell sees 128+N exactly as with the real binary.
+runner's stdout and stderr as the runner writes them (a runner killed at its deadline has
+shown its progress, as the real one's unbuffered stderr does), then exits with the runner's
+code, or kills itself with the runner's signal so the shell sees 128+N exactly as with the
+real binary.
 
 Startup is the whole cost of an exec, so this file imports only C modules that are already
 loaded or cheap (``_socket``, ``_signal``): ``json``, ``socket`` and ``signal`` pull in
@@ -15,9 +17,10 @@ Wire protocol (unix stream socket, one request per connection, integers big-endi
 - request: a u32 length, then that many bytes of UTF-8 JSON
   ``{"argv": [...without argv[0]], "cwd": str, "pid": int}`` (non-ASCII characters are
   ``\\u`` escaped, so undecodable argv bytes travel as surrogate escapes);
-- response: 24 bytes ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32``
-  (0 when it exited), ``stdout length: u32``, ``stderr length: u32``, ``peak RSS: u64``
-  (KiB, 0 when not measured); then the stdout bytes, then the stderr bytes.
+- response: frames of ``kind: u8``, ``length: u32``, then that many bytes: kind 1 is stdout,
+  kind 2 stderr, in the order the runner wrote them; kind 0 ends the response with 16 bytes
+  ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32`` (0 when it exited),
+  ``peak RSS: u64`` (KiB, 0 when not measured).
 
 Environment (for tests on the host): ``HIL_EXECUTOR_SOCKET`` overrides the socket path
 (default ``/dev/socket/hil-enn-executor``), ``HIL_DEVICE_CWD`` the device cwd sent (default
@@ -36,7 +39,8 @@ import os
 import sys
 
 SOCKET_PATH = "/dev/socket/hil-enn-executor"
-RESPONSE_HEADER_BYTES = 24
+FRAME_HEADER_BYTES = 5
+END_BYTES = 16
 
 
 def json_string(text: str) -> str:
@@ -92,26 +96,28 @@ def main() -> None:
     cwd = os.environ.get("HIL_DEVICE_CWD") or os.getcwd()
     request = encode_request(sys.argv[1:], cwd, os.getpid())
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    streams = {1: sys.stdout.buffer, 2: sys.stderr.buffer}
     try:
         conn.connect(path)
         conn.sendall(request)
-        header = _recv_exact(conn, RESPONSE_HEADER_BYTES)
-        exit_code = int.from_bytes(header[0:4], "big", signed=True)
-        sig = int.from_bytes(header[4:8], "big", signed=True)
-        out = _recv_exact(conn, int.from_bytes(header[8:12], "big"))
-        err = _recv_exact(conn, int.from_bytes(header[12:16], "big"))
-        peak_rss_kib = int.from_bytes(header[16:24], "big")
+        while True:
+            header = _recv_exact(conn, FRAME_HEADER_BYTES)
+            data = _recv_exact(conn, int.from_bytes(header[1:5], "big"))
+            if header[0] == 0:
+                break
+            streams[header[0]].write(data)
+            streams[header[0]].flush()
+        exit_code = int.from_bytes(data[0:4], "big", signed=True)
+        sig = int.from_bytes(data[4:8], "big", signed=True)
+        peak_rss_kib = int.from_bytes(data[8:16], "big")
     except OSError as error:
         sys.stderr.write(f"enn_executor_runner: hil virtual executor unreachable at {path}: {error}\n")
         sys.exit(1)
     finally:
         conn.close()
-    sys.stdout.buffer.write(out)
-    sys.stdout.buffer.flush()
     if os.environ.get("HIL_TIME_V") == "1" and peak_rss_kib:
-        err += f"Max RSS (KiB): {peak_rss_kib}\n".encode()
-    sys.stderr.buffer.write(err)
-    sys.stderr.buffer.flush()
+        sys.stderr.buffer.write(f"Max RSS (KiB): {peak_rss_kib}\n".encode())
+        sys.stderr.buffer.flush()
     if sig:
         _die(sig)
     sys.exit(exit_code)

@@ -3,7 +3,6 @@ virtual board: the answers adbutils would give, and its error types."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import adbutils
@@ -34,14 +33,12 @@ def test_a_refused_push_among_several_names_its_file_and_the_rest_still_work(
     for name in ("a.bin", "b.pte", "c.bin"):
         (tmp_path / name).write_bytes(name.encode() * 1000)
         files.append((tmp_path / name, f"/data/local/tmp/conn-test/{name}", 0o644))
-    virtual_board.control("fault storage-full,path=*.pte")
-    time.sleep(0.2)
+    virtual_board.control("fault storage-full,path=*.pte", applied_within=30)
     try:
         with pytest.raises(SyncFailed, match=r"push /data/local/tmp/conn-test/b\.pte: .*No space left"):
             push_files(board_device, files)
     finally:
-        virtual_board.control("fault clear")
-        time.sleep(0.2)
+        virtual_board.control("fault clear", applied_within=30)
     assert push_files(board_device, files) == 3 * 5000
     pulled = pull_files(board_device, [remote for _, remote, _ in files])
     assert [pulled[remote] for _, remote, _ in files] == [local.read_bytes() for local, _, _ in files]

@@ -4,7 +4,6 @@ and what a `slow,on=exec` or a `hot` fault does to them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,8 +31,7 @@ def board(board_device, virtual_board) -> Iterator[AdbBoard]:
     board = AdbBoard("metrics", virtual_board.address, board_device, "metrics-run", VIRTUAL_RUNNER, 60)
     board.prepare()
     yield board
-    virtual_board.control("fault clear")
-    time.sleep(0.2)
+    virtual_board.control("fault clear", applied_within=30)
     board.cleanup()
 
 
@@ -60,8 +58,7 @@ def test_a_case_has_every_metric_with_the_runners_meaning(board, artifact, tmp_p
 
 
 def test_a_slow_runner_grows_every_sample_by_the_delay(board, virtual_board, artifact, tmp_path: Path) -> None:
-    virtual_board.control("fault slow,on=exec,delay=0.02")
-    time.sleep(0.2)
+    virtual_board.control("fault slow,on=exec,delay=0.02", applied_within=30)
     execution = board.run(artifact, "c1", tmp_path / "out", iterations=3, warmup=0)
     assert execution.exit_code == 0, execution.stderr
     assert min(execution.latency_ms["samples"]) >= 20.0
@@ -71,8 +68,7 @@ def test_a_slow_runner_grows_every_sample_by_the_delay(board, virtual_board, art
 def test_a_hot_board_that_does_not_cool_makes_the_case_unstable(
     board, virtual_board, artifact, tmp_path: Path
 ) -> None:
-    virtual_board.control("fault hot,temp=75,seconds=0")
-    time.sleep(0.2)
+    virtual_board.control("fault hot,temp=75,seconds=0", applied_within=30)
     noise = NoiseControl(cooldown_c=45.0, cooldown_max_s=1, cv_limit=10.0)  # only the heat counts
     execution = board.run(artifact, "c2", tmp_path / "out", iterations=2, warmup=0, noise=noise)
     assert execution.exit_code == 0, execution.stderr

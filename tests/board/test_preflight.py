@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from hil.adbserver import AdbServer
 from hil.board.inventory import InventoryEntry
-from hil.board.preflight import connect_keeping_server
+from hil.board.preflight import BoardReport, _identity, connect_keeping_server, identity_problems
 from hil.board.recovery import ServerKeeper
 from hil.errors import InfraError
 from hil.virtual.launcher import VirtualBoardProcess
@@ -82,3 +83,36 @@ def test_an_unauthorized_board_is_refused_at_once_with_the_hint(tmp_path) -> Non
         with pytest.raises(NeedsPerson, match="adb key"):  # not InfraError after the 60 s
             server.connect(board.address, timeout=60.0)
         server.disconnect(board.address)
+
+
+class _Board:
+    """A board whose shell answers like toybox: `ls -d` lists the paths that exist."""
+
+    def __init__(self, files: set[str]) -> None:
+        self.files = files
+
+    def properties(self) -> dict[str, str]:
+        return {"ro.soc.model": "S5E9955"}
+
+    def shell(self, argv: list[str]) -> SimpleNamespace:
+        if argv[:2] == ["ls", "-d"]:
+            return SimpleNamespace(stdout="\n".join(p for p in argv[2:] if p in self.files), returncode=1)
+        if argv[0] == "uname":
+            return SimpleNamespace(stdout="aarch64\n", returncode=0)
+        return SimpleNamespace(stdout="Filesystem 1K-blocks Used Available\n/dev/x 9999999 1 9999999\n",
+                               returncode=0)
+
+
+@pytest.mark.parametrize("folder", ["/vendor/lib64", "/system/lib64", "/system_ext/lib64", "/odm/lib64",
+                                    "/product/lib64"])
+def test_the_enn_library_is_found_in_every_folder_the_runner_loads_it_from(folder: str) -> None:
+    # a runner started from /data/local/tmp dlopens it by its bare name from any partition's
+    # lib64 the linker namespaces search (linkerconfig), not only /vendor and /system
+    report = BoardReport("b", "127.0.0.1:1", "E9955")
+    _identity(_Board({f"{folder}/libenn_public_api_cpp.so"}), report)
+    assert report.vendor_lib == f"{folder}/libenn_public_api_cpp.so"
+    assert not identity_problems(report, None)
+    missing = BoardReport("b", "127.0.0.1:1", "E9955")
+    _identity(_Board(set()), missing)
+    assert any("missing from /vendor/lib64, /system/lib64, /system_ext/lib64, /odm/lib64, /product/lib64"
+               in problem for problem in identity_problems(missing, None))

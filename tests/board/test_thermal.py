@@ -22,8 +22,7 @@ from tests.faults import wait_until_warm
 def board(board_device, virtual_board) -> Iterator[AdbBoard]:
     """An AdbBoard on the session's virtual board, its faults cleared afterwards."""
     yield AdbBoard("thermal", virtual_board.address, board_device, "thermal-run", VIRTUAL_RUNNER, 60)
-    virtual_board.control("fault clear")
-    time.sleep(0.2)  # the board applies control lines in its event loop
+    virtual_board.control("fault clear", applied_within=30)
 
 
 def _read(board: AdbBoard, limit_c: float, max_wait_s: int, on_stderr=None):
@@ -51,8 +50,7 @@ def test_thermal_zones_and_cpufreq_policies_read_through_adb(board, board_device
 def test_a_hot_board_that_does_not_cool_is_waited_for_within_the_bound_and_said_so(
     board, virtual_board
 ) -> None:
-    virtual_board.control("fault hot,temp=82,seconds=0")
-    time.sleep(0.3)
+    virtual_board.control("fault hot,temp=82,seconds=0", applied_within=30)
     lines: list[bytes] = []
     start = time.monotonic()
     state = _read(board, 45.0, 2, on_stderr=lines.append)
@@ -66,11 +64,21 @@ def test_a_hot_board_that_does_not_cool_is_waited_for_within_the_bound_and_said_
 
 def test_a_hot_board_cools_when_its_time_is_up_and_the_wait_ends_there(board, virtual_board, caplog) -> None:
     wait_until_warm(virtual_board)  # a hot fault's seconds count from the board's warm-up
-    virtual_board.control("fault hot,temp=70,seconds=2")
-    time.sleep(0.3)
+    virtual_board.control("fault hot,temp=70,seconds=2", applied_within=30)
     with caplog.at_level(logging.WARNING, logger="hil.board.adb"):
         state = _read(board, 45.0, 30, on_stderr=board._announce_cooldown)
     assert 1 <= state.cooldown["waited_s"] <= 4
     assert state.cooldown["start_c"] == 70.0 and state.cooldown["cooled"] is True
     assert state.zones == dict(THERMAL_ZONES)
     assert "thermal: hottest thermal zone at 70 °C >= the cool-down threshold 45 °C: waiting" in caplog.text
+
+
+def test_a_fault_is_in_force_as_soon_as_control_returns(board, board_device, virtual_board) -> None:
+    # control(..., applied_within=S) waits until the board's event loop has taken the line:
+    # no sleep and no race between arming a fault and the next request
+    for temp in (61, 72, 83):
+        virtual_board.control(f"fault hot,temp={temp},seconds=0", applied_within=30)
+        zone = shell_v2(board_device, "cat /sys/class/thermal/thermal_zone0/temp", 10).stdout.strip()
+        assert zone == str(temp * 1000)
+        virtual_board.control("fault clear", applied_within=30)
+        assert shell_v2(board_device, "cat /sys/class/thermal/thermal_zone0/temp", 10).stdout.strip() == "38000"

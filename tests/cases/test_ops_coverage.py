@@ -1,6 +1,7 @@
 """The ops suite covers every op of the ENN op-support table and of the 1.5.1 test tree, at
 fp32 and at A8W8; the op list itself matches the reference."""
 
+import os
 import re
 from pathlib import Path
 
@@ -9,7 +10,12 @@ import pytest
 from hil.cases import load_suite
 from hil.cases.ops import OPS, coverage_gaps
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "exynos-backend.md"
+REFERENCE = next(
+    (folder / "shared" / "reference" / "exynos-backend.md" for folder in Path(__file__).resolve().parents
+     if (folder / "shared" / "reference" / "exynos-backend.md").is_file()),
+    Path(__file__).resolve().parents[3] / "shared" / "reference" / "exynos-backend.md",
+)
+"""The project's notes on upstream's op table, beside the checkout (or a worktree's checkout)."""
 
 
 @pytest.fixture(scope="module")
@@ -53,5 +59,7 @@ def _reference_ops(text: str) -> set[str]:
 
 def test_op_list_matches_the_reference():
     if not REFERENCE.exists():
+        if os.environ.get("CI"):  # CI must check it: a quiet skip there hides a drifted table
+            pytest.fail(f"no reference at {REFERENCE} (CI needs the project's shared/ notes)")
         pytest.skip(f"no reference at {REFERENCE}")
     assert _reference_ops(REFERENCE.read_text()) == set(OPS)

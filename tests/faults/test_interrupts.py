@@ -24,7 +24,7 @@ from hil.virtual.main import READY_PREFIX
 from . import TINY, environment, tiny_copies, tiny_keys
 
 REPO = Path(__file__).resolve().parents[2]
-XSD = REPO.parent / "shared" / "schemas" / "junit-10.xsd"
+XSD = REPO / "tests" / "fixtures" / "junit-10.xsd"  # Jenkins' schema (MIT), vendored
 
 pytestmark = pytest.mark.slow  # two whole `hil run` processes
 
@@ -142,14 +142,13 @@ def valid_junit(path: Path) -> dict[str, str]:
         for case in suite:
             assert case.name not in outcome, f"{case.name} counted twice"
             outcome[case.name] = case.result[0].type if case.result else "pass"
-    if XSD.exists():  # Jenkins' schema, minus junit-xml's known extensions
-        tree = ET.parse(path)
-        for element in tree.iter():
-            element.attrib.pop("disabled", None)
-            if element.tag == "testcase":
-                element.attrib.pop("file", None)
-                element.attrib.pop("line", None)
-        xmlschema.XMLSchema(str(XSD)).validate(ET.tostring(tree.getroot(), encoding="unicode"))
+    tree = ET.parse(path)  # Jenkins' schema, minus junit-xml's known extensions
+    for element in tree.iter():
+        element.attrib.pop("disabled", None)
+        if element.tag == "testcase":
+            element.attrib.pop("file", None)
+            element.attrib.pop("line", None)
+    xmlschema.XMLSchema(str(XSD)).validate(ET.tostring(tree.getroot(), encoding="unicode"))
     return outcome
 
 

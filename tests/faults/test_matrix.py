@@ -147,11 +147,13 @@ def _healthy(server: AdbServer, board: VirtualBoardProcess) -> bool:
 def _restore(server: AdbServer, boards: dict[str, Any]) -> None:
     """Disarm every fault; bring A back by a power cycle if a scenario left it down."""
     for board in (boards["a"], boards["b"]):
-        board.control("fault clear")
+        board.control("fault clear", applied_within=30)
     if not _healthy(server, boards["a"]):
-        boards["a"].cycle()
-        time.sleep(1.5)
-        assert _healthy(server, boards["a"]), "board A did not come back after its scenario"
+        boards["a"].control("power cycle", applied_within=30)
+        deadline = time.monotonic() + 60  # until it is back (boot_completed), not a guessed pause
+        while not _healthy(server, boards["a"]):
+            assert time.monotonic() < deadline, "board A did not come back after its scenario"
+            time.sleep(0.2)
 
 
 def _recovered(run_doc: dict[str, Any]) -> str:

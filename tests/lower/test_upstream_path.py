@@ -65,7 +65,19 @@ def test_a8w8_is_upstreams_quantize_module_with_sdpa_decomposed(export_utils) ->
     torch.testing.assert_close(ours(*_example(9)), upstream(*_example(9)), rtol=0, atol=0)
 
 
-def test_flow_enn_lowers_as_to_edge_transform_and_lower_to_enn(export_utils, monkeypatch) -> None:
+# to_edge_transform_and_lower's parameters in order (executorch/exir/program/_program.py; its
+# logging decorator hides the signature): upstream main passes the ENN pass list positionally.
+_LOWER_PARAMETERS = ("programs", "transform_passes", "partitioner", "constant_methods", "compile_config",
+                     "generate_etrecord")
+
+
+class _Stop(Exception):
+    pass
+
+
+def _lowering_calls(export_utils, monkeypatch, module: nn.Module, example) -> tuple[dict, dict]:
+    """The arguments (by name) upstream's `to_edge_transform_and_lower_to_enn` and hil's flow
+    enn give `to_edge_transform_and_lower`, both stopped at that call."""
     import executorch.exir
     from executorch.backends.samsung.serialization.compile_options import (
         gen_samsung_backend_compile_spec,
@@ -73,27 +85,45 @@ def test_flow_enn_lowers_as_to_edge_transform_and_lower_to_enn(export_utils, mon
 
     from hil.lower import flows
 
-    calls: list[tuple[torch.export.ExportedProgram, dict]] = []
+    calls: list[dict] = []
 
-    class Stop(Exception):
-        pass
+    def record(*args, **kwargs):
+        calls.append({**dict(zip(_LOWER_PARAMETERS, args, strict=False)), **kwargs})
+        raise _Stop
 
-    def record(program, **kwargs):
-        calls.append((program, kwargs))
-        raise Stop
-
-    torch.manual_seed(0)
-    module = AttentionBlock().eval()
     monkeypatch.setattr(export_utils, "to_edge_transform_and_lower", record)
-    with pytest.raises(Stop):
+    with pytest.raises(_Stop):
         export_utils.to_edge_transform_and_lower_to_enn(
-            module, _example(0), compile_specs=[gen_samsung_backend_compile_spec("E9955")])
+            module, example, compile_specs=[gen_samsung_backend_compile_spec("E9955")])
     monkeypatch.setattr(executorch.exir, "to_edge_transform_and_lower", record)
     monkeypatch.setattr("hil.sdk.require_enn_adaptor", lambda: None)
-    with without_sdk(), pytest.raises(Stop):
-        flows.lower_program(torch.export.export(module, _example(0)), "enn", "E9955")
-    (upstream_program, upstream), (our_program, ours) = calls
+    with without_sdk(), pytest.raises(_Stop):
+        flows.lower_program(torch.export.export(module, example), "enn", "E9955")
+    upstream, ours = calls
+    return upstream, ours
+
+
+def _pass_names(arguments: dict) -> list[str]:
+    return [type(p).__name__ if not isinstance(p, type) else p.__name__
+            for p in arguments.get("transform_passes") or ()]
+
+
+def _same_passes(upstream: dict, ours: dict) -> None:
+    assert _pass_names(ours) == _pass_names(upstream), (
+        f"upstream's ENN lowering runs the passes {_pass_names(upstream)} (export_utils."
+        f"get_enn_pass_list, when the pinned wheel moved) and hil's flow enn runs {_pass_names(ours)}: "
+        "hand hil/lower/flows.py the same transform_passes")
+
+
+def test_flow_enn_lowers_as_to_edge_transform_and_lower_to_enn(export_utils, monkeypatch) -> None:
+    torch.manual_seed(0)
+    module = AttentionBlock().eval()
+    upstream, ours = _lowering_calls(export_utils, monkeypatch, module, _example(0))
+    upstream_program, our_program = upstream.pop("programs"), ours.pop("programs")
     assert _code(our_program.graph_module) == _code(upstream_program.graph_module)
+    _same_passes(upstream, ours)
+    upstream.pop("transform_passes", None)
+    ours.pop("transform_passes", None)
     assert sorted(ours) == sorted(upstream) == ["compile_config", "partitioner"]
     assert dataclasses.asdict(ours["compile_config"]) == dataclasses.asdict(upstream["compile_config"])
     assert list(ours["partitioner"]) == list(upstream["partitioner"]) == ["forward"]
@@ -101,3 +131,21 @@ def test_flow_enn_lowers_as_to_edge_transform_and_lower_to_enn(export_utils, mon
     assert type(our_partitioner).__name__ == type(upstream_partitioner).__name__ == "EnnPartitioner"
     assert [(s.key, s.value) for s in our_partitioner.compile_specs] == [
         (s.key, s.value) for s in upstream_partitioner.compile_specs]
+
+
+def test_a_pass_list_upstream_adds_when_the_wheel_moves_is_caught(export_utils, monkeypatch) -> None:
+    # ExecuTorch main (after 1.5.1) lowers with get_enn_pass_list() (RemoveUselessOpPass,
+    # RemoveCloneOpsTransform, FuseConvActPass) passed positionally: stand its export_utils in
+    class FuseConvActPass:
+        pass
+
+    def main_to_edge_transform_and_lower_to_enn(module, inputs, custom_pass_config=None, compile_specs=None):
+        program = torch.export.export(module, inputs)
+        return export_utils.to_edge_transform_and_lower(
+            program, [FuseConvActPass()], {"forward": [export_utils.EnnPartitioner(compile_specs)]},
+            compile_config=export_utils.get_edge_compile_config())
+
+    monkeypatch.setattr(export_utils, "to_edge_transform_and_lower_to_enn", main_to_edge_transform_and_lower_to_enn)
+    upstream, ours = _lowering_calls(export_utils, monkeypatch, nn.Linear(4, 2).eval(), (torch.rand(1, 4),))
+    with pytest.raises(AssertionError, match=r"runs the passes \['FuseConvActPass'\].*hil's flow enn runs \[\]"):
+        _same_passes(upstream, ours)

@@ -34,8 +34,12 @@ def test_three_runs_of_one_minute_with_one_file_name_get_three_labels(
     assert len(set(labels)) == 3
     assert labels[0] == "#1 11-30 16:58:03\n000000 run0/results"
     png = tmp_path / "trend.png"
-    assert main(["compare", *map(str, paths), "--plot", str(png)]) in (0, 1)
-    assert "(1 case(s), 3 runs)" in capsys.readouterr().out
+    # NEW (the 2nd file) is 1 ms slower at every sample, but three samples a side cannot make
+    # that significant (Mann-Whitney p = 0.1): no regression, exit 0, whatever the plot
+    assert main(["compare", *map(str, paths), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "(1 case(s), 3 runs)" in out and "## hil compare: no regression" in out
+    assert "not significant" in out
     with Image.open(png) as image:
         assert image.format == "PNG"
 

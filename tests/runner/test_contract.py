@@ -106,10 +106,45 @@ def test_statistics_round_trip_in_the_runners_format() -> None:
         ([LOADED, METHOD, METHOD_LOADED, FIRST, INFERENCE, TIMING,
           ("F", 113, R, "In function saveOutput(), assert failed (fout.is_open()): Directory or have no "
                         "visit permission: out")], 134, "could not write the runner's outputs"),
+        # no libenn_public_api_cpp.so (upstream issue 16395): ENN's loader says so, then SIGSEGV
+        ([("E", 68, "enn_api_implementation.cpp", "Lib load failed.")], 139, "board is not usable for ENN"),
+        # debug build: ENN's line carries [file:line]; the library is there but does not load
+        ([("E", 68, "enn_api_implementation.cpp", "Lib load failed.")], 139, "cannot locate symbol"),
+        # EnnApiDeinit at exit, after the outputs were written
+        ([LOADED, METHOD, METHOD_LOADED, FIRST, INFERENCE, TIMING,
+          ("F", 128, R, "In function operator()(), assert failed (ret == ENN_RET_SUCCESS): "
+                        "Enn Deinitialize failed.")], 134, "did not deinitialise"),
         ([LOADED, METHOD, METHOD_LOADED, FIRST], 139, None),  # a crash while executing: the program's
         ([("E", 172, R, "Failed to parse model file model.pte")], 1, None),
     ],
 )
 def test_board_faults_are_told_from_program_failures(lines: list, status: int, fault: str | None) -> None:
-    found = board_fault(parse_log(log(*lines) if lines else ""), status)
+    text = log(*lines) if lines else ""
+    if fault == "board is not usable for ENN":
+        text += ('[ERROR][Exynos ExecuTorch]Failed to load enn api library. dlopen failed: library '
+                 '"libenn_public_api_cpp.so" not found\n')
+    if fault == "cannot locate symbol":
+        text += ('[ERROR][Exynos ExecuTorch][enn_api_implementation.cpp:47]: Failed to load enn api '
+                 'library. dlopen failed: cannot locate symbol "x" referenced by "libenn.so"\n')
+    found = board_fault(parse_log(text), status)
     assert (found is None) if fault is None else (fault in found)
+
+
+def test_enns_own_error_and_warn_lines_end_the_failure_reason() -> None:
+    # backends/samsung/runtime/logging.cpp writes "[LEVEL][Exynos ExecuTorch]message" to stderr
+    text = log(LOADED, METHOD, ("F", 257, R, "In function main(), assert failed (method.ok()): Loading "
+                                             "of method forward failed with status 0x1")) + (
+        "[WARN][Exynos ExecuTorch]Failed to load function EnnSetFastIpc\n"
+        "[INFO][Exynos ExecuTorch]Loading ENN API library Completed.\n"
+        "[ERROR][Exynos ExecuTorch][enn_executor.cpp:40]: Failed to open model\n")
+    result = parse_log(text)
+    assert result.enn == ("WARN: Failed to load function EnnSetFastIpc", "ERROR: Failed to open model")
+    assert result.reason == ("Loading of method forward failed with status 0x1 (Internal); ENN: WARN: "
+                             "Failed to load function EnnSetFastIpc; ERROR: Failed to open model")
+
+
+def test_the_input_count_check_is_line_289_and_could_not_prepare_inputs_281() -> None:
+    from hil.runner import contract
+
+    assert contract.INPUT_COUNT == (289, "Please check the number of given input binary files")
+    assert contract.PREPARE_INPUTS == (281, "Could not prepare inputs: 0x%x")

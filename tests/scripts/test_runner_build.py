@@ -115,6 +115,9 @@ def build_android(fakes: dict[str, Path], *extra: str) -> subprocess.CompletedPr
     )
 
 
+build_android_with = build_android
+
+
 def test_hil_profile_configures_upstreams_options_plus_xnnpack_and_quantized(fakes: dict[str, Path]) -> None:
     done = build_android(fakes)
     assert done.returncode == 0, done.stderr
@@ -124,7 +127,7 @@ def test_hil_profile_configures_upstreams_options_plus_xnnpack_and_quantized(fak
                    "-DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON", f"-DCMAKE_PROJECT_executorch_INCLUDE={INCLUDE}",
                    f"-DEXYNOS_AI_LITECORE_ROOT={fakes['sdk'].resolve()}"):
         assert option in configure.split(), option
-    assert build.startswith("--build build_samsung_android") and build.endswith("--target install")
+    assert build.startswith("--build build_samsung_android_hil") and build.endswith("--target install")
     runner = fakes["out"] / "runner" / "enn_executor_runner"
     sidecar = json.loads((fakes["out"] / "runner" / "enn_executor_runner.profile.json").read_text())
     assert sidecar["profile"] == "hil"
@@ -145,7 +148,59 @@ def test_upstream_profile_uses_executorchs_build_sh_as_it_is(fakes: dict[str, Pa
     assert choice.profile.name == "upstream" and "describes another binary" in choice.source
 
 
+def test_each_runner_profile_builds_in_a_folder_of_its_own(fakes: dict[str, Path]) -> None:
+    # one folder for both let CMake's cache keep XNNPACK linked into a later upstream build
+    # whose sidecar said upstream. A FAKE python: the android steps never use it, and importing
+    # torch three times would be most of this test's time
+    python = fakes["bin"] / "python-fake"
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+
+    def build_android(fakes: dict[str, Path], *extra: str) -> subprocess.CompletedProcess[str]:
+        return build_android_with(fakes, *extra, "--python", str(python))
+
+    assert build_android(fakes).returncode == 0
+    configure = fakes["log"].read_text().splitlines()[0].split()
+    assert configure[configure.index("-B") + 1] == "build_samsung_android_hil"
+    assert f"-DCMAKE_INSTALL_PREFIX={fakes['work']}/build_samsung_android_hil" in configure
+    hil_cache = fakes["work"] / "build_samsung_android_hil" / "CMakeCache.txt"
+    hil_cache.write_text("EXECUTORCH_BUILD_XNNPACK:BOOL=ON\n")
+    assert build_android(fakes, "--runner-profile", "upstream").returncode == 0
+    runner = fakes["out"] / "runner" / "enn_executor_runner"
+    assert runner.read_bytes().endswith(b"upstream")  # build.sh's folder, not the hil one
+    assert hil_cache.exists()  # the hil build is kept for the next hil build
+    # a work folder from before: build.sh's folder configured for hil is started afresh
+    stale = fakes["work"] / "build_samsung_android" / "CMakeCache.txt"
+    stale.write_text("EXECUTORCH_BUILD_XNNPACK:BOOL=ON\n")
+    done = build_android(fakes, "--runner-profile", "upstream")
+    assert done.returncode == 0 and "configured for the hil profile" in done.stderr
+    assert not stale.exists()
+
+
 def test_unknown_runner_profile_is_one_line_exit_3(fakes: dict[str, Path]) -> None:
     done = build_android(fakes, "--runner-profile", "fast")
     assert done.returncode == 3
     assert done.stderr.strip() == "build-enn: --runner-profile: unknown profile 'fast' (hil or upstream)"
+
+
+def test_the_x86_wrapper_is_compiled_with_clang_as_upstreams_ci_does(fakes: dict[str, Path]) -> None:
+    # upstream builds with -Werror and its CI compiles with clang (ci-image ...-clang12): GCC
+    # warnings would stop the image's build
+    (fakes["work"] / "backends" / "samsung" / "build.sh").write_text(
+        '#!/bin/bash\nprintf "build.sh %s CC=%s CXX=%s\\n" "$*" "${CC:-}" "${CXX:-}" >> "$HIL_FAKE_CMAKE_LOG"\n')
+    for name in ("clang", "clang++", "python-fake"):
+        (fakes["bin"] / name).write_text("#!/bin/sh\nexit 0\n")
+        (fakes["bin"] / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{fakes['bin']}:{os.environ['PATH']}", HIL_FAKE_CMAKE_LOG=str(fakes["log"]))
+    env.pop("CC", None)
+    env.pop("CXX", None)
+    argv = ["bash", str(BUILD_ENN), "--sdk", str(fakes["sdk"]), "--build", "x86_64", "--work", str(fakes["work"]),
+            "--out", str(fakes["out"]), "--python", str(fakes["bin"] / "python-fake")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert "produced no backends/samsung/python/Py*.so" in done.stderr  # the FAKE build makes none
+    assert fakes["log"].read_text().splitlines()[-1].endswith("--build x86_64 CC=clang CXX=clang++")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**env, "CXX": "g++-12"})
+    assert fakes["log"].read_text().splitlines()[-1].endswith("CC= CXX=g++-12")  # a choice made is kept
+    dockerfile = (Path(__file__).resolve().parents[2] / "Dockerfile").read_text()
+    stage = dockerfile.split("AS enn-build", 1)[1].split("\nFROM ", 1)[0]
+    assert " clang " in stage.split("apt-get install", 1)[1].split("\n", 1)[0]

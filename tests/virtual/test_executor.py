@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -164,6 +165,39 @@ def test_killed_front_stops_its_run_and_executor_keeps_serving(board: Board, soc
         assert run_front(socket_path).returncode == 0
         assert time.perf_counter() - start < 10
         assert not (board.workdir / "out" / "output_0.bin").exists()
+
+
+def test_a_front_killed_mid_run_has_shown_its_progress(board: Board, socket_path: Path) -> None:
+    # the real runner's stderr is unbuffered: a runner killed at its deadline has shown its
+    # lines up to "Start 1st inference."; the front relays them as they are written
+    with WarmExecutor(board.fs_root, socket_path) as executor:
+        executor.wait_warm()
+        env = dict(os.environ, HIL_EXECUTOR_SOCKET=str(socket_path), HIL_DEVICE_CWD=WORKDIR)
+        long_run = subprocess.Popen(
+            [sys.executable, "-I", "-S", runner_front.__file__, "--num_executions=10000000",
+             "--output_path=out"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        assert long_run.stderr is not None
+        seen = b""
+        deadline = time.monotonic() + 300  # a hang guard, not a measure: a buffered log never comes
+        try:
+            while b"Start inference.\n" not in seen:  # the run is now in its N timed runs
+                ready, _, _ = select.select([long_run.stderr], [], [], max(0.0, deadline - time.monotonic()))
+                assert ready, f"no progress shown while the runner runs: {seen!r}"
+                chunk = os.read(long_run.stderr.fileno(), 4096)
+                assert chunk, f"the front ended before its progress showed: {seen!r}"
+                seen += chunk
+        finally:
+            long_run.terminate()
+            seen += long_run.stderr.read()
+            long_run.wait(timeout=30)
+    lines = [line.split("] ", 1)[-1] for line in seen.decode().splitlines()]
+    assert lines[0] == BANNER
+    for marker in ("Model file model.pte is loaded.", "Method loaded.", "Start 1st inference.",
+                   "Start inference."):
+        assert marker in lines, (marker, lines)
+    assert not any("inference took" in line for line in lines)
 
 
 def test_front_request_is_json_the_executor_decodes() -> None:

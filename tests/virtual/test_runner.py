@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from hil.runner.contract import Stage, parse_log
+from hil.runner.contract import Stage, board_fault, parse_log
 from hil.runner.profiles import PROFILES
+from hil.runner.pte import read_program_file
 from hil.virtual.runner import BANNER, RunnerFaults, RunnerResult, execute_request
 
 from . import TwoInputs
@@ -246,6 +247,11 @@ def test_upstream_profile_refuses_quantized_kernels_at_load(board: Board) -> Non
     missing = [m for level, where, m in logged if where == "method.cpp:822"]
     assert missing and all(re.fullmatch(r"Missing operator: \[\d+\] quantized_decomposed::\w+\.\w+", m)
                            for m in missing)
+    # one line per KernelCall instruction (method.cpp), not per distinct operator
+    info = read_program_file(board.workdir / "a8w8.pte")
+    assert missing == [f"Missing operator: [{i}] {info.operators[i]}" for i in info.kernel_calls
+                       if info.operators[i].startswith("quantized_decomposed::")]
+    assert len(missing) > len(set(missing))
     assert logged[-2][2].startswith(f"There are {len(missing)} instructions don't have corresponding operator")
     assert logged[-1][2].endswith("Loading of method forward failed with status 0x14")
     assert "OperatorMissing" in parse_log(result.stderr.decode()).reason
@@ -273,7 +279,7 @@ def test_input_checks_abort_as_upstream(board: Board) -> None:
     board.put("input_0.bin", torch.randn(2, 4).numpy().tobytes())
     board.put("short.bin", b"\0" * 20)
     count = board.run("--input", "input_0.bin")
-    assert count.shell_status == 134 and lines(count)[-1][:2] == ("F", "enn_executor_runner.cpp:281")
+    assert count.shell_status == 134 and lines(count)[-1][:2] == ("F", "enn_executor_runner.cpp:289")
     assert "Please check the number of given input binary files" in lines(count)[-1][2]
     size = board.run("--input", "input_0.bin short.bin")
     assert size.shell_status == 134 and lines(size)[-1][2].endswith("Given inputs size is invalid")
@@ -319,11 +325,19 @@ def test_flags_are_parsed_as_gflags_does(board: Board, tmp_path: Path) -> None:
         assert (board.workdir / "statistics.txt").exists() == written
 
 
-def test_without_vendor_library_segfaults_before_anything(board: Board) -> None:
+def test_without_vendor_library_enn_says_so_twice_then_it_segfaults_before_anything(board: Board) -> None:
+    # enn_api_implementation.cpp: ET_LOG "Lib load failed." (68), ENN_LOG_ERROR "Failed to load
+    # enn api library. <dlerror>" (47, logging.cpp's format), then EnnInitialize is null
     for argv in (["--help"], ["--bogus"], []):
         result = board.run(*argv, vendor_lib=False)
         assert (result.exit_code, result.signal, result.shell_status) == (None, signal.SIGSEGV, 139)
-        assert result.stderr == BANNER.encode() + b"\n"
+        lines = result.stderr.decode().splitlines()
+        assert lines[0] == BANNER and len(lines) == 3
+        assert re.fullmatch(r"E \d\d:\d\d:\d\d\.\d{6} executorch:enn_api_implementation\.cpp:68\] "
+                            r"Lib load failed\.", lines[1])
+        assert lines[2] == ('[ERROR][Exynos ExecuTorch]Failed to load enn api library. dlopen failed: '
+                            'library "libenn_public_api_cpp.so" not found')
+        assert "board is not usable for ENN" in board_fault(parse_log(result.stderr.decode()), 139)
 
 
 def test_paths_escaping_fs_root_are_missing_files(board: Board, tmp_path: Path) -> None:
