@@ -33,6 +33,8 @@ COMMANDS = {
     "virtual-board": ("hil.virtual.main", "run"),
 }
 """Each sub-command's module and function, imported only when it is the one asked for."""
+LOCALIZE_OUT = "hil-localize"
+"""`hil localize --out` default: its own folder, never the last run's hil-out/results.json."""
 DEFAULT_BOARD_WAIT_S = 600.0
 """`--board-wait` default: how long a run waits for a board another run holds."""
 
@@ -73,8 +75,9 @@ def _add_adb_server(parser: argparse.ArgumentParser) -> None:
                              "for HOST:PORT")
 
 
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Boards, outputs, limits and caching: what `hil run` and `hil localize` share."""
+def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") -> None:
+    """Boards, outputs, limits and caching: what `hil run` and `hil localize` share (`out`:
+    the default output folder; localize has its own, so it never overwrites a run's)."""
     parser.add_argument("--board", action="append", default=[], metavar="SPEC",
                         help="virtual, virtual:N, an adb serial or HOST:PORT, or the name of an "
                              "--inventory board; repeatable (default: virtual, or the inventory)")
@@ -84,8 +87,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a board silent this long is lost: ERROR_INFRA (default: 30)")
     parser.add_argument("--boot-timeout", type=float, default=120.0, metavar="S",
                         help="longest reboot or power cycle during recovery (default: 120)")
-    parser.add_argument("--out", default="hil-out", metavar="DIR",
-                        help="folder for artifacts and outputs (default: hil-out)")
+    parser.add_argument("--out", default=out, metavar="DIR",
+                        help=f"folder for artifacts and outputs (default: {out})")
     parser.add_argument("--junit", metavar="PATH", help="JUnit XML path (default: OUT/junit.xml)")
     parser.add_argument("--results", metavar="PATH",
                         help="results.json path (default: OUT/results.json)")
@@ -148,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "failing case (graph bisection), or with --against "
                                                "fp32 where A8W8 loses the model (host only)")
     _add_selection(localize)
-    _add_run_arguments(localize)
+    _add_run_arguments(localize, out=LOCALIZE_OUT)
     localize.set_defaults(precision=None)
     localize.add_argument("--against", metavar="fp32",
                           help="no board: walk the A8W8 graph against the fp32 graph on the host")
@@ -187,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a latency change below this many ms is never a regression "
                               "(default: 0.02)")
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
+    compare.add_argument("--allow-missing", action="store_true",
+                         help="cases of BASE missing from NEW do not fail the comparison "
+                              "(default: they do, exit 1)")
 
     boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
     boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")

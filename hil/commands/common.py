@@ -82,3 +82,34 @@ def emit_github(results: dict[str, Any]) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     sys.stdout.flush()
     emit_github(results, sys.stdout, Path(summary) if summary else None)
+
+
+def writable(path: str | Path | None, flag: str, folder: bool = False) -> Path | None:
+    """`path` (a file, or with `folder` a folder) made ready to be written: its folders are
+    created and a scratch file is written and removed beside it, so a file in the way, a
+    folder where a file should be, no permission or a read-only filesystem is one UsageError
+    naming `flag` (exit 3) before anything runs, not a traceback after."""
+    import tempfile
+
+    if path is None:
+        return None
+    path = Path(path)
+    where = path if folder else path.parent
+    what = "folder" if folder else "file"
+    if folder and path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: not a folder (a file is in the way)")
+    if not folder and path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, expected a {what} path")
+    try:
+        for parent in [where, *where.parents]:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
+                break
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".hil-write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"{flag} {path}: cannot write this {what} ({reason})") from None
+    return path

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hil.commands.common import lowering_flow, select_cases
+from hil.commands.common import lowering_flow, select_cases, writable
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
@@ -16,6 +16,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from hil.lower import LoweringFailed, build_artifact
     from hil.verdict import Verdict
 
+    writable(args.out, "--out", folder=True)
     cases, _ = select_cases(args)
     flow = lowering_flow(args.flow)
     failed = 0

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases
+from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases, writable
 from hil.errors import UsageError
 from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
 
@@ -50,7 +50,10 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
         raise UsageError(f"--runner (or $HIL_RUNNER): file not found: {runner}")
-    out = Path(args.out)
+    out = writable(args.out, "--out", folder=True)
+    junit_path = writable(args.junit or out / "junit.xml", "--junit")
+    results_path = writable(args.results or out / "results.json", "--results")
+    writable(getattr(args, "plot", None), "--plot")
 
     from hil.interrupts import Stop, StopSignals
     from hil.report.console import render_table
@@ -64,8 +67,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     options = RunOptions(
         cases=tuple(cases), boards=(), flow=args.flow,
         chipset=args.chipset, out_dir=out,
-        results_path=Path(args.results) if args.results else out / "results.json",
-        junit_path=Path(args.junit) if args.junit else out / "junit.xml",
+        results_path=results_path, junit_path=junit_path,
         shard=shard, timeout_s=args.timeout, retries=args.retries,
         iterations=latency.iterations, warmup=latency.warmup, runner=runner,
         latency=latency, suite_latency=suite_latency,

@@ -15,9 +15,11 @@ from typing import Any
 
 from hil.report.localization import localized_cases, probe_rows
 from hil.report.results import (
+    INCOMPLETE_STATUSES,
     case_key,
     clean_text,
     describe_board,
+    incomplete_line,
     one_line,
     worst_abs_error,
     worst_first,
@@ -98,6 +100,8 @@ def _header(results: dict[str, Any]) -> list[str]:
     if not cases:
         outcome = "no cases"
     status = run.get("status")
+    if outcome == "passed" and status in INCOMPLETE_STATUSES:
+        outcome = "incomplete"
     lines = [
         f"## exynos-hil: {outcome}" + (f" ({cell(status)})" if status != "complete" else ""),
         "",
@@ -107,6 +111,9 @@ def _header(results: dict[str, Any]) -> list[str]:
         + (f" — {undelegated} passed with ops undelegated (PASS_UNDELEGATED)" if undelegated else ""),
         "",
     ]
+    incomplete = incomplete_line(results)
+    if incomplete:
+        lines += [f"> **Incomplete**: {cell(incomplete, 2000)}", ""]
     if run.get("virtual"):
         lines += [
             "> **VIRTUAL** board(s): ExecuTorch host runtime, no NPU. This proves the pipeline, "

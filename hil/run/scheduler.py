@@ -75,6 +75,7 @@ class Run:
             "flow_requested": options.flow, "flow_reason": None, "chipset": options.chipset,
             "virtual": any(e.virtual for e in entries), "git_sha": git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}", "boards": [], "usable_boards": None,
+            "planned": [case.key for case in options.cases],
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.recorder = Recorder(options.results_path, options.junit_path, self.meta, on_record)
