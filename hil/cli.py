@@ -25,6 +25,7 @@ COMMANDS = {
     "localize": ("hil.commands.localize", "cmd_localize"),
     "boards": ("hil.commands.boards", "cmd_boards"),
     "lower": ("hil.commands.lower", "cmd_lower"),
+    "list": ("hil.commands.lower", "cmd_list"),
     "report": ("hil.commands.results", "cmd_report"),
     "merge": ("hil.commands.results", "cmd_merge"),
     "compare": ("hil.commands.results", "cmd_compare"),
@@ -54,6 +55,10 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                         help="models suite: load published weights (default: seeded random init)")
     parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
                         help="keep cases whose id or suite.precision.id matches; repeatable")
+    parser.add_argument("--tag", action="append", default=[], metavar="GLOB",
+                        help="keep cases with a tag that matches (e.g. upstream*, mlp); repeatable")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out cases whose id or suite.precision.id matches; repeatable")
     parser.add_argument("--precision", default="fp32", metavar="fp32|a8w8|all",
                         help="precision(s) to run (default: fp32)")
     parser.add_argument("--shard", default="1/1", metavar="I/N",
@@ -165,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     lower = sub.add_parser("lower", help="lower cases to artifacts only (no board)")
     _add_selection(lower)
     lower.add_argument("--out", required=True, metavar="DIR", help="folder for the artifacts")
+
+    listing = sub.add_parser("list", help="list the cases a selection picks (nothing is lowered "
+                                          "or run)")
+    _add_selection(listing)
 
     report = sub.add_parser("report", help="re-render JUnit and the table from results.json")
     report.add_argument("results", metavar="RESULTS_JSON")

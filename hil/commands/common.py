@@ -4,6 +4,7 @@ cache folder, the lab's adb server, GitHub output. Light at import (`hil --help`
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import sys
 from collections.abc import Sequence
@@ -39,10 +40,19 @@ def select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
         cases.extend(load_suite(suite, pretrained=args.pretrained))
     cases = expand_precisions(cases, args.precision)
     selected = select(cases, args.filter, (1, 1))
+    tags, excluded = getattr(args, "tag", []), getattr(args, "exclude", [])
+    if tags:
+        selected = [c for c in selected
+                    if any(fnmatch.fnmatchcase(t, pattern) for t in c.tags for pattern in tags)]
+    if excluded:
+        selected = [c for c in selected
+                    if not any(fnmatch.fnmatchcase(c.id, g) or fnmatch.fnmatchcase(c.key, g)
+                               for g in excluded)]
     if not selected:
         raise UsageError(
             f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
             + (f" --filter {args.filter}" if args.filter else "")
+            + (f" --tag {tags}" if tags else "") + (f" --exclude {excluded}" if excluded else "")
         )
     chosen = select(selected, [], shard)
     prefetch(chosen)

@@ -31,3 +31,21 @@ def cmd_lower(args: argparse.Namespace) -> int:
             continue
         sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
     return 1 if failed else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`hil list`: the cases the selection picks, one line each (key, tags, skip or known
+    failure), then a count; nothing is lowered or run."""
+    cases, shard = select_cases(args)
+    for case in cases:
+        notes = []
+        if case.tags:
+            notes.append("tags: " + ",".join(case.tags))
+        if case.skip:
+            notes.append(f"skip: {case.skip}")
+        if case.expect is not None:
+            notes.append(f"expect: {case.expect.verdict.value}")
+        sys.stdout.write(case.key + ("  [" + "; ".join(notes) + "]" if notes else "") + "\n")
+    sys.stdout.write(f"{len(cases)} case(s)" + (f", shard {shard[0]}/{shard[1]}" if shard[1] > 1 else "")
+                     + "\n")
+    return 0
