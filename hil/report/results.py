@@ -208,12 +208,17 @@ def worst_abs_error(case: dict[str, Any]) -> float | None:
 
 def worst_first(cases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The failed and errored cases ordered by SEVERITY, mismatches by their largest abs
-    error (largest first); otherwise in results order."""
+    error (largest first), cases a board ran before those none took; otherwise in results
+    order."""
 
-    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
+    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int, int]:
         index, case = item
         error = worst_abs_error(case)
-        return SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0), index
+        # an error of a case that ran on a board (the root cause: the board that died under it)
+        # before the cases no board ever took afterwards
+        never_attempted = int(not case.get("board"))
+        return (SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0),
+                never_attempted, index)
 
     bad = [(i, c) for i, c in enumerate(cases) if Verdict(c["verdict"]) in SEVERITY]
     return [case for _, case in sorted(bad, key=rank)]

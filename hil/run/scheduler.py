@@ -115,7 +115,7 @@ class Run:
                         threading.Thread(target=self._lower_all, args=(failure,), name="lowering",
                                          daemon=True).start()
                     else:
-                        self._fail_unlowered(NO_BOARD)
+                        self._fail_unlowered(self._no_board())
                         self._lowering_done.set()
                     self.pool.wait_done()
                 if self.stop.is_set():
@@ -125,7 +125,7 @@ class Run:
                     return self.records
                 if failure:
                     raise failure[0]
-                self._fail_leftovers("no usable board left to run it")
+                self._fail_leftovers(self._no_board("no usable board left to run it"))
                 self.recorder.close("complete")
         except UsageError:
             self.recorder.close("refused")
@@ -160,6 +160,12 @@ class Run:
         if self.on_flow is not None:
             self.on_flow(self.flow, reason)
 
+    def _no_board(self, reason: str = NO_BOARD) -> str:
+        """`reason` with the cause: each board that is out and why (its error, or its
+        quarantine and last recovery step), so every such case names it in JUnit."""
+        causes = self.pool.causes()
+        return f"{reason}: {causes[:1000]}" if causes else reason
+
     def _fail_unlowered(self, reason: str) -> None:
         for case in self.options.cases:
             self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
@@ -184,7 +190,8 @@ class Run:
                     self.recorder.add(case_record(case, verdict=lowering.verdict.value,
                                             message=lowering.message, detail=lowering.detail))
                 elif not self.pool.any_left():
-                    self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=NO_BOARD))
+                    self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value,
+                                                  message=self._no_board()))
                 else:
                     with self._lock:
                         self._pending += 1
