@@ -37,6 +37,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     adb_server = lab_server(args.adb_server)
     entries = StaticSource.from_args(args.inventory, args.board).entries
+    say(f"hil: loading suite(s) {', '.join(args.suite or ['smoke'])} ...")
     cases, shard = select()
     if args.flow == "enn":  # no board can change that: say it before starting any
         from hil.sdk import require_enn_adaptor
@@ -93,6 +94,9 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         sys.stdout.write(probe_line(case.key, entry) + "\n")
         sys.stdout.flush()
 
+    say(f"hil: {len(cases)} case(s) selected; bringing up board(s) "
+        f"{', '.join(e.name for e in entries)} and lowering in {args.jobs} worker(s) "
+        f"({'no cache' if options.cache_dir is None else f'cache {options.cache_dir}'}) ...")
     progress = make_progress(len(cases))
     stop = Stop()
     try:
@@ -128,6 +132,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         sys.stderr.write("hil: no usable board\n")
         return EXIT_INFRA, the_run.records
     return exit_code(Verdict(r["verdict"]) for r in the_run.records), the_run.records
+
+
+def say(line: str) -> None:
+    """A line of what the run is doing now, at once (in a pipe, stdout is block-buffered)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _report_localizations(results: dict[str, Any], plot: str | None) -> None:
