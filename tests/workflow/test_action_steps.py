@@ -105,3 +105,18 @@ def test_the_image_launcher_installs_nothing_and_runs_replicate_in_the_image(lab
                            for a in dockers)
     assert any("/tmp/hil-c:/tmp/hil-c" in a for a in dockers)
     assert done.outputs["failed"] == "2"
+
+
+def test_replicate_binds_the_lowering_cache_into_the_container(tmp_path: Path, capsys, monkeypatch) -> None:
+    from hil.cli import main
+
+    monkeypatch.delenv("HIL_CACHE_DIR", raising=False)
+    cache = tmp_path / "cache"
+    assert main(["replicate", "--print", "--image", "x", "--access", "none", "--workspace",
+                 str(tmp_path), "--cache-dir", str(cache), "--", "lower", "--out", "o"]) == 0
+    line = capsys.readouterr().out
+    assert f"-v {cache}:/var/cache/exynos-hil:rw" in line
+    assert "-e HIL_CACHE_DIR=/var/cache/exynos-hil" in line and cache.is_dir()
+    monkeypatch.setenv("HIL_CACHE_DIR", str(cache))  # the host's own cache by default
+    from hil.cli import build_parser
+    assert build_parser().parse_args(["replicate", "--", "run"]).cache_dir == str(cache)
