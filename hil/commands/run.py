@@ -37,6 +37,10 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     adb_server = lab_server(args.adb_server)
     entries = StaticSource.from_args(args.inventory, args.board).entries
+    out = writable(args.out, "--out", folder=True)
+    junit_path = writable(args.junit or out / "junit.xml", "--junit")
+    results_path = writable(args.results or out / "results.json", "--results")
+    writable(getattr(args, "plot", None), "--plot")
     say(f"hil: loading suite(s) {', '.join(args.suite or ['smoke'])} ...")
     cases, shard = select()
     if args.flow == "enn":  # no board can change that: say it before starting any
@@ -51,10 +55,6 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
         raise UsageError(f"--runner (or $HIL_RUNNER): file not found: {runner}")
-    out = writable(args.out, "--out", folder=True)
-    junit_path = writable(args.junit or out / "junit.xml", "--junit")
-    results_path = writable(args.results or out / "results.json", "--results")
-    writable(getattr(args, "plot", None), "--plot")
 
     from hil.interrupts import Stop, StopSignals
     from hil.report.console import render_table

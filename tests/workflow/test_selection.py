@@ -3,32 +3,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from hil.cases import shard_of
 from hil.cli import build_parser, main
 
+TAGGED = str(Path(__file__).resolve().parents[1] / "fixtures" / "tagged.yaml")
+
 
 def _listed(capsys, *args: str) -> list[str]:
-    assert main(["list", *args]) == 0
+    assert main(["list", "--suite", TAGGED, *args]) == 0
     return capsys.readouterr().out.splitlines()
 
 
 def test_list_shows_what_a_selection_picks_without_running_it(capsys) -> None:
-    lines = _listed(capsys, "--suite", "smoke")
-    assert lines[-1] == f"{len(lines) - 1} case(s)" and "smoke.fp32.add" in lines
-    known = _listed(capsys, "--suite", "ops", "--precision", "a8w8", "--filter", "group_norm")
-    assert known[0].startswith("ops.a8w8.group_norm  [tags: op:group_norm") and "expect: FAIL_QUANTIZE" in known[0]
+    assert _listed(capsys) == [
+        "tagged.fp32.mlp_a  [tags: mlp,small]", "tagged.fp32.mlp_b  [tags: mlp]",
+        "tagged.fp32.mlp_known  [tags: mlp,known; expect: FAIL_MISMATCH]",
+        "tagged.fp32.other  [skip: not today]", "4 case(s)"]
 
 
 def test_tag_and_exclude_narrow_the_selection_and_shards_stay_a_hash_partition(capsys) -> None:
-    tagged = _listed(capsys, "--suite", "ops", "--tag", "op:add")[:-1]
-    assert tagged and all(line.startswith("ops.fp32.add") for line in tagged)
-    rest = _listed(capsys, "--suite", "ops", "--tag", "op:add", "--exclude", "add_broadcast")[:-1]
-    assert [x.split()[0] for x in tagged if x not in rest] == ["ops.fp32.add_broadcast"]
-    shard = _listed(capsys, "--suite", "ops", "--tag", "op:add", "--shard", "1/2")[:-1]
-    assert [x.split()[0] for x in shard] == [x.split()[0] for x in tagged if shard_of(x.split()[0], 2) == 1]
-    assert main(["list", "--suite", "smoke", "--tag", "no-such-tag"]) == 3
+    keys = lambda lines: [line.split()[0] for line in lines[:-1]]  # noqa: E731
+    assert keys(_listed(capsys, "--tag", "mlp")) == ["tagged.fp32.mlp_a", "tagged.fp32.mlp_b",
+                                                     "tagged.fp32.mlp_known"]
+    assert keys(_listed(capsys, "--tag", "sm*", "--tag", "known")) == ["tagged.fp32.mlp_a",
+                                                                       "tagged.fp32.mlp_known"]
+    assert keys(_listed(capsys, "--tag", "mlp", "--exclude", "*known")) == ["tagged.fp32.mlp_a",
+                                                                           "tagged.fp32.mlp_b"]
+    every = keys(_listed(capsys))
+    for index in (1, 2):
+        shard = keys(_listed(capsys, "--exclude", "other", "--shard", f"{index}/2"))
+        assert shard == [k for k in every if k != "tagged.fp32.other" and shard_of(k, 2) == index]
+    assert main(["list", "--suite", TAGGED, "--tag", "no-such-tag"]) == 3
 
 
 @pytest.mark.parametrize("typo, suggestion", [("virtul", "'virtual'"), ("Virtual:2", "'virtual:2'")])
