@@ -192,6 +192,8 @@ def incomplete_line(results: dict[str, Any], limit: int = 10) -> str | None:
         return None
     why = "it never finished: killed or the machine stopped" if status == "running" else "it was interrupted"
     missing = not_run(results)
+    if missing == []:  # every planned case has its record: only the run's end was lost
+        return None
     if missing is None:
         return f"incomplete run (status {status}: {why}); which cases did not run is not recorded"
     planned = len(results["run"]["planned"])
