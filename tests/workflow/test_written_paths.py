@@ -22,3 +22,27 @@ def test_no_written_path_holds_a_character_upload_artifact_refuses(network_run: 
     assert any("output-" in p for p in written)  # the board's own folders are among them
     bad = [p for p in written if any(c in p for c in FORBIDDEN)]
     assert bad == []
+
+
+def test_localization_probes_of_a_network_board_get_a_safe_folder(tmp_path, monkeypatch) -> None:
+    """`hil run --localize` on a network board: each probe's output folder is path-safe too."""
+    from types import SimpleNamespace
+
+    from hil.localize import on_board
+
+    folders = []
+    board = SimpleNamespace(name="10.0.0.7:5555", workdir="/data/local/tmp/hil",
+                            run=lambda artifact, slot, out, *rest: folders.append(out),
+                            shell=lambda argv: None)
+
+    def fake_localize(case, flow, chipset, run_probe, **kwargs):
+        run_probe(object(), "p0003")
+        return {"status": "done"}
+
+    monkeypatch.setattr(on_board, "localize_case", fake_localize)
+    case = SimpleNamespace(key="s.fp32.x")
+    assert on_board.localize_on_board(board, case, "c0000", [], "portable", "E9955", tmp_path,
+                                      None) == {"status": "done"}
+    (folder,) = folders
+    assert folder.name == "p0003-10.0.0.7_5555"
+    assert not any(c in str(folder.relative_to(tmp_path)) for c in FORBIDDEN)
