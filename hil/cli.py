@@ -25,6 +25,7 @@ COMMANDS = {
     "localize": ("hil.commands.localize", "cmd_localize"),
     "boards": ("hil.commands.boards", "cmd_boards"),
     "lower": ("hil.commands.lower", "cmd_lower"),
+    "list": ("hil.commands.lower", "cmd_list"),
     "report": ("hil.commands.results", "cmd_report"),
     "merge": ("hil.commands.results", "cmd_merge"),
     "compare": ("hil.commands.results", "cmd_compare"),
@@ -33,6 +34,8 @@ COMMANDS = {
     "virtual-board": ("hil.virtual.main", "run"),
 }
 """Each sub-command's module and function, imported only when it is the one asked for."""
+LOCALIZE_OUT = "hil-localize"
+"""`hil localize --out` default: its own folder, never the last run's hil-out/results.json."""
 DEFAULT_BOARD_WAIT_S = 600.0
 """`--board-wait` default: how long a run waits for a board another run holds."""
 
@@ -52,6 +55,10 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
                         help="models suite: load published weights (default: seeded random init)")
     parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
                         help="keep cases whose id or suite.precision.id matches; repeatable")
+    parser.add_argument("--tag", action="append", default=[], metavar="GLOB",
+                        help="keep cases with a tag that matches (e.g. upstream*, mlp); repeatable")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out cases whose id or suite.precision.id matches; repeatable")
     parser.add_argument("--precision", default="fp32", metavar="fp32|a8w8|all",
                         help="precision(s) to run (default: fp32)")
     parser.add_argument("--shard", default="1/1", metavar="I/N",
@@ -73,8 +80,9 @@ def _add_adb_server(parser: argparse.ArgumentParser) -> None:
                              "for USB boards and a private one for HOST:PORT")
 
 
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Boards, outputs, limits and caching: what `hil run` and `hil localize` share."""
+def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") -> None:
+    """Boards, outputs, limits and caching: what `hil run` and `hil localize` share (`out`:
+    the default output folder; localize has its own, so it never overwrites a run's)."""
     parser.add_argument("--board", action="append", default=[], metavar="SPEC",
                         help="virtual, virtual:N, an adb serial or HOST:PORT, or the name of an "
                              "--inventory board; repeatable (default: virtual, or the inventory)")
@@ -84,8 +92,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a board silent this long is lost: ERROR_INFRA (default: 30)")
     parser.add_argument("--boot-timeout", type=float, default=120.0, metavar="S",
                         help="longest reboot or power cycle during recovery (default: 120)")
-    parser.add_argument("--out", default="hil-out", metavar="DIR",
-                        help="folder for artifacts and outputs (default: hil-out)")
+    parser.add_argument("--out", default=out, metavar="DIR",
+                        help=f"folder for artifacts and outputs (default: {out})")
     parser.add_argument("--junit", metavar="PATH", help="JUnit XML path (default: OUT/junit.xml)")
     parser.add_argument("--results", metavar="PATH",
                         help="results.json path (default: OUT/results.json)")
@@ -148,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "failing case (graph bisection), or with --against "
                                                "fp32 where A8W8 loses the model (host only)")
     _add_selection(localize)
-    _add_run_arguments(localize)
+    _add_run_arguments(localize, out=LOCALIZE_OUT)
     localize.set_defaults(precision=None)
     localize.add_argument("--against", metavar="fp32",
                           help="no board: walk the A8W8 graph against the fp32 graph on the host")
@@ -162,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     lower = sub.add_parser("lower", help="lower cases to artifacts only (no board)")
     _add_selection(lower)
     lower.add_argument("--out", required=True, metavar="DIR", help="folder for the artifacts")
+
+    listing = sub.add_parser("list", help="list the cases a selection picks (nothing is lowered "
+                                          "or run)")
+    _add_selection(listing)
 
     report = sub.add_parser("report", help="re-render JUnit and the table from results.json")
     report.add_argument("results", metavar="RESULTS_JSON")
@@ -187,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a latency change below this many ms is never a regression "
                               "(default: 0.02)")
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
+    compare.add_argument("--allow-missing", action="store_true",
+                         help="cases of BASE missing from NEW do not fail the comparison "
+                              "(default: they do, exit 1)")
 
     boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
     boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")

@@ -73,6 +73,8 @@ ADB_ENV = (
 )
 """adb's variables naming the host's adb server and adbutils' alias (`hil.adbserver.SERVER_ENV`),
 passed by name."""
+CACHE_DIR = "/var/cache/exynos-hil"
+"""Where `hil replicate --cache-dir` binds the host's lowering cache in the container."""
 HOST_ADB_SERVER_PORT = "5037"
 """The host's own adb server (adb's default port), used in `host-adb` mode unless the
 host's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/_HOST/_PORT name another."""
@@ -322,6 +324,10 @@ class RunSpec:
     env: tuple[str, ...] = ()
     """Variables passed by name: their values never appear in the command line."""
     mounts: tuple[Mount, ...] = ()
+    cache_dir: Path | None = None
+    """The host's lowering cache, bound read-write at CACHE_DIR with HIL_CACHE_DIR set to it
+    (hil replicate --cache-dir; default: the host's $HIL_CACHE_DIR): lowered artifacts
+    survive the container and the CI job."""
     user: tuple[int, int] = field(default_factory=lambda: (os.getuid(), os.getgid()))
     apparmor: bool = field(default_factory=lambda: _apparmor_enabled())
 
@@ -355,6 +361,8 @@ class RunSpec:
             env["ANDROID_ADB_SERVER_PORT"] = HOST_ADB_SERVER_PORT
         if self.access == "usb":
             env["HIL_ADB_SERVER"] = "own"  # the container's server owns the USB bus
+        if self.cache_dir is not None:
+            env["HIL_CACHE_DIR"] = CACHE_DIR
         return env
 
     @property
@@ -376,6 +384,8 @@ class RunSpec:
         if self.access in BOARD_ACCESS:
             binds.append((str(lease_dir()), str(DEFAULT_LEASE_DIR), "rw"))
         binds += [(str(m.source), m.target, "ro" if m.read_only else "rw") for m in self.mounts]
+        if self.cache_dir is not None:
+            binds.append((str(self.cache_dir.resolve()), CACHE_DIR, "rw"))
         return binds
 
 

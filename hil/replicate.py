@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="pass this environment variable by name; repeatable")
     run.add_argument("--mount", action="append", default=[], metavar="SRC:DST[:ro|rw]",
                      help="bind a host path (a runner, an inventory, a serial device); repeatable")
+    run.add_argument("--cache-dir", metavar="DIR", default=os.environ.get("HIL_CACHE_DIR") or None,
+                     help="the lowering cache to keep across runs: bound read-write into the "
+                          "container as its HIL_CACHE_DIR (default: $HIL_CACHE_DIR; none: the "
+                          "cache dies with the container)")
     run.add_argument("--from", dest="from_results", metavar="RESULTS_JSON",
                      help="replay the hil command recorded in this results.json")
     parser.add_argument("hil_args", nargs=argparse.REMAINDER, metavar="-- HIL_ARGS",
@@ -138,13 +143,22 @@ def _replicate(args: argparse.Namespace) -> int:
         else:
             image = container.build_image(spec, on_log=_out, docker_cli=args.docker)
     run = container.RunSpec(image=image, args=hil_args, workspace=workspace, access=args.access,
-                            env=tuple(args.env), mounts=mounts)
+                            env=tuple(args.env), mounts=mounts, cache_dir=_cache_dir(args.cache_dir))
     if args.print_only:
         if run.access in container.BOARD_ACCESS:
             ensure_lease_dir()  # the printed command binds it
         sys.stdout.write(container.format_command(container.run_argv(run, args.docker)) + "\n")
         return 0
     return container.run_container(run, on_output=_out)
+
+
+def _cache_dir(flag: str | None) -> Path | None:
+    """`--cache-dir` made ready (created: docker would create it root-owned); None without."""
+    if not flag:
+        return None
+    from hil.commands.common import writable
+
+    return writable(flag, "--cache-dir", folder=True)
 
 
 def _out(line: str) -> None:

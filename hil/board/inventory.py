@@ -223,6 +223,8 @@ def select_boards(
     """The boards of a run or a `hil boards`: the inventory's, narrowed by `--board` values
     that name an entry (by name or adb id); other `--board` values add boards of their own
     (`virtual`, a serial, `host:port`). Without either: one virtual board."""
+    for arg in board_args:
+        _refuse_a_near_miss(arg, inventory)
     if not inventory:
         return from_specs(parse_boards(board_args))
     by_key = ({e.name: e for e in inventory} | {e.adb: e for e in inventory}
@@ -235,6 +237,27 @@ def select_boards(
     if len(set(names)) != len(names):
         raise UsageError("--board: the same board is named twice")
     return chosen
+
+
+def _refuse_a_near_miss(arg: str, inventory: Sequence[InventoryEntry]) -> None:
+    """A `--board` value one typo away from `virtual` or an inventory board's name is a usage
+    error that suggests it: taken as it is, it would be an adb serial nobody has, and the
+    user would be told to start adb."""
+    import difflib
+
+    names = [e.name for e in inventory]
+    if arg in names or any(arg in (e.adb, e.key) for e in inventory):
+        return
+    head = arg.partition(":")[0]
+    if head != "virtual" and difflib.get_close_matches(head.lower(), ["virtual"], 1, 0.75):
+        suggestion = "virtual" + arg[len(head):]
+    else:
+        close = difflib.get_close_matches(arg, names, 1, 0.8)
+        if not close:
+            return
+        suggestion = close[0]
+    raise UsageError(f"--board {arg}: no such board; did you mean {suggestion!r}? (a value hil "
+                     "does not know is taken as an adb serial)")
 
 
 def from_specs(specs: Sequence[BoardSpec]) -> list[InventoryEntry]:

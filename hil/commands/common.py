@@ -4,6 +4,7 @@ cache folder, the lab's adb server, GitHub output. Light at import (`hil --help`
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import sys
 from collections.abc import Sequence
@@ -39,10 +40,19 @@ def select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
         cases.extend(load_suite(suite, pretrained=args.pretrained))
     cases = expand_precisions(cases, args.precision)
     selected = select(cases, args.filter, (1, 1))
+    tags, excluded = getattr(args, "tag", []), getattr(args, "exclude", [])
+    if tags:
+        selected = [c for c in selected
+                    if any(fnmatch.fnmatchcase(t, pattern) for t in c.tags for pattern in tags)]
+    if excluded:
+        selected = [c for c in selected
+                    if not any(fnmatch.fnmatchcase(c.id, g) or fnmatch.fnmatchcase(c.key, g)
+                               for g in excluded)]
     if not selected:
         raise UsageError(
             f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
             + (f" --filter {args.filter}" if args.filter else "")
+            + (f" --tag {tags}" if tags else "") + (f" --exclude {excluded}" if excluded else "")
         )
     chosen = select(selected, [], shard)
     prefetch(chosen)
@@ -83,3 +93,34 @@ def emit_github(results: dict[str, Any]) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     sys.stdout.flush()
     emit_github(results, sys.stdout, Path(summary) if summary else None)
+
+
+def writable(path: str | Path | None, flag: str, folder: bool = False) -> Path | None:
+    """`path` (a file, or with `folder` a folder) made ready to be written: its folders are
+    created and a scratch file is written and removed beside it, so a file in the way, a
+    folder where a file should be, no permission or a read-only filesystem is one UsageError
+    naming `flag` (exit 3) before anything runs, not a traceback after."""
+    import tempfile
+
+    if path is None:
+        return None
+    path = Path(path)
+    where = path if folder else path.parent
+    what = "folder" if folder else "file"
+    if folder and path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: not a folder (a file is in the way)")
+    if not folder and path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, expected a {what} path")
+    try:
+        for parent in [where, *where.parents]:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise UsageError(f"{flag} {path}: {parent} is a file, not a folder")
+                break
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where, prefix=".hil-write-check-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"{flag} {path}: cannot write this {what} ({reason})") from None
+    return path

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hil.commands.common import lowering_flow, select_cases
+from hil.commands.common import lowering_flow, select_cases, writable
 
 
 def cmd_lower(args: argparse.Namespace) -> int:
@@ -16,6 +16,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from hil.lower import LoweringFailed, build_artifact
     from hil.verdict import Verdict
 
+    writable(args.out, "--out", folder=True)
     cases, _ = select_cases(args)
     flow = lowering_flow(args.flow)
     failed = 0
@@ -30,3 +31,21 @@ def cmd_lower(args: argparse.Namespace) -> int:
             continue
         sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
     return 1 if failed else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`hil list`: the cases the selection picks, one line each (key, tags, skip or known
+    failure), then a count; nothing is lowered or run."""
+    cases, shard = select_cases(args)
+    for case in cases:
+        notes = []
+        if case.tags:
+            notes.append("tags: " + ",".join(case.tags))
+        if case.skip:
+            notes.append(f"skip: {case.skip}")
+        if case.expect is not None:
+            notes.append(f"expect: {case.expect.verdict.value}")
+        sys.stdout.write(case.key + ("  [" + "; ".join(notes) + "]" if notes else "") + "\n")
+    sys.stdout.write(f"{len(cases)} case(s)" + (f", shard {shard[0]}/{shard[1]}" if shard[1] > 1 else "")
+                     + "\n")
+    return 0

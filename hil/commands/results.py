@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hil.commands.common import emit_github
+from hil.commands.common import emit_github, writable
 from hil.errors import UsageError
 
 
@@ -14,9 +14,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     """`hil report`: re-render from results.json."""
     from hil.report.console import render_table
     from hil.report.junit import write_junit
-    from hil.report.results import load_results
-    from hil.verdict import Verdict, exit_code
+    from hil.report.results import incomplete_line, load_results
+    from hil.verdict import EXIT_INFRA, Verdict, exit_code
 
+    writable(args.junit, "--junit")
+    writable(args.summary, "--summary")
     results = load_results(Path(args.results))
     if args.junit:
         write_junit(results, Path(args.junit))
@@ -28,7 +30,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     render_table(results)
     if args.github:
         emit_github(results)
-    return exit_code(Verdict(c["verdict"]) for c in results["cases"])
+    code = exit_code(Verdict(c["verdict"]) for c in results["cases"])
+    incomplete = incomplete_line(results, limit=20)
+    if incomplete:  # never green: what did not run was not tested
+        sys.stderr.write(f"hil: {incomplete}\n")
+        code = code or EXIT_INFRA
+    return code
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -37,8 +44,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from hil.report.junit import write_junit
     from hil.report.merge import merge_results
     from hil.report.results import load_results, save_results
-    from hil.verdict import Verdict, exit_code
+    from hil.verdict import EXIT_INFRA, Verdict, exit_code
 
+    writable(args.out, "--out")
+    writable(args.junit, "--junit")
     merged = merge_results([(Path(p), load_results(Path(p))) for p in args.inputs])
     save_results(merged, Path(args.out))
     if args.junit:
@@ -47,9 +56,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
         f"merged {len(args.inputs)} file(s), {len(merged['cases'])} case(s) -> {args.out}: "
         f"{format_totals(merged)}\n"
     )
-    if merged["run"].get("missing_shards"):
-        sys.stderr.write(f"hil: warning: shard(s) missing: {', '.join(merged['run']['missing_shards'])}\n")
-    return exit_code(Verdict(c["verdict"]) for c in merged["cases"])
+    code = exit_code(Verdict(c["verdict"]) for c in merged["cases"])
+    if merged["run"].get("missing_shards"):  # a nightly that lost a shard is not green
+        sys.stderr.write(f"hil: error: shard(s) missing: {', '.join(merged['run']['missing_shards'])}"
+                         f" (their cases were not run; merged all the same)\n")
+        code = code or EXIT_INFRA
+    return code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -58,9 +70,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from hil.report.results import load_results
 
     threshold = parse_threshold(args.threshold)
+    if "%" not in args.threshold:  # `--threshold 0.1` is 0.1 %, not 10 %: say so
+        sys.stderr.write(f"hil: --threshold {args.threshold} is read as {threshold * 100:g}% "
+                         f"(write {args.threshold}% to say so)\n")
     min_delta_ms = parse_min_delta(args.min_delta_ms)
     if args.more and not args.plot:
         raise UsageError("compare: extra results files are only used by --plot PNG")
+    writable(args.plot, "--plot")
     paths = [Path(args.base), Path(args.new), *(Path(p) for p in args.more)]
     documents = [(path, load_results(path)) for path in paths]
     comparison = compare_results(documents[0][1], documents[1][1], threshold, min_delta_ms)
@@ -70,4 +86,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         drawn = plot_trend(documents, Path(args.plot))
         sys.stdout.write(f"\ntrend plot: {args.plot} ({drawn} case(s), {len(documents)} runs)\n")
-    return 1 if comparison.regressions else 0
+    missing = [row.key for row in comparison.rows if "missing" in row.statuses]
+    if missing and not args.allow_missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        sys.stderr.write(f"hil: {len(missing)} case(s) of the base are missing from the new run "
+                         f"(not run, not compared): {shown}; --allow-missing accepts that\n")
+    return 1 if comparison.regressions or (missing and not args.allow_missing) else 0

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases
+from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases, writable
 from hil.errors import UsageError
 from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
 
@@ -37,6 +37,11 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     adb_server = lab_server(args.adb_server)
     entries = StaticSource.from_args(args.inventory, args.board).entries
+    out = writable(args.out, "--out", folder=True)
+    junit_path = writable(args.junit or out / "junit.xml", "--junit")
+    results_path = writable(args.results or out / "results.json", "--results")
+    writable(getattr(args, "plot", None), "--plot")
+    say(f"hil: loading suite(s) {', '.join(args.suite or ['smoke'])} ...")
     cases, shard = select()
     if args.flow == "enn":  # no board can change that: say it before starting any
         from hil.sdk import require_enn_adaptor
@@ -50,7 +55,6 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     runner = Path(args.runner) if args.runner else None
     if runner is not None and not runner.is_file():
         raise UsageError(f"--runner (or $HIL_RUNNER): file not found: {runner}")
-    out = Path(args.out)
 
     from hil.interrupts import Stop, StopSignals
     from hil.report.console import render_table
@@ -64,8 +68,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     options = RunOptions(
         cases=tuple(cases), boards=(), flow=args.flow,
         chipset=args.chipset, out_dir=out,
-        results_path=Path(args.results) if args.results else out / "results.json",
-        junit_path=Path(args.junit) if args.junit else out / "junit.xml",
+        results_path=results_path, junit_path=junit_path,
         shard=shard, timeout_s=args.timeout, retries=args.retries,
         iterations=latency.iterations, warmup=latency.warmup, runner=runner,
         latency=latency, suite_latency=suite_latency,
@@ -91,6 +94,9 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         sys.stdout.write(probe_line(case.key, entry) + "\n")
         sys.stdout.flush()
 
+    say(f"hil: {len(cases)} case(s) selected; bringing up board(s) "
+        f"{', '.join(e.name for e in entries)} and lowering in {args.jobs} worker(s) "
+        f"({'no cache' if options.cache_dir is None else f'cache {options.cache_dir}'}) ...")
     progress = make_progress(len(cases))
     stop = Stop()
     try:
@@ -126,6 +132,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         sys.stderr.write("hil: no usable board\n")
         return EXIT_INFRA, the_run.records
     return exit_code(Verdict(r["verdict"]) for r in the_run.records), the_run.records
+
+
+def say(line: str) -> None:
+    """A line of what the run is doing now, at once (in a pipe, stdout is block-buffered)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _report_localizations(results: dict[str, Any], plot: str | None) -> None:

@@ -15,6 +15,7 @@ from hil.board.adb import AdbBoard
 from hil.cases.case import Case
 from hil.localize import localize_case
 from hil.lower.cache import ArtifactCache
+from hil.paths import safe_name
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def localize_on_board(
 
     def run_probe(artifact: Any, name: str) -> Any:
         probe_slot = f"{slot}-{name}"
-        execution = board.run(artifact, probe_slot, out / f"{name}-{board.name}", 1, 0)
+        execution = board.run(artifact, probe_slot, out / f"{name}-{safe_name(board.name)}", 1, 0)
         board.shell(["rm", "-rf", posixpath.join(board.workdir, probe_slot)])  # a model's probes add up
         return execution
 

@@ -23,6 +23,7 @@ from hil.board.preflight import VIRTUAL_RUNNER, connect_keeping_server, inspect_
 from hil.board.recovery import Recovery
 from hil.board.servers import BoardServers
 from hil.errors import InfraError, UsageError
+from hil.paths import safe_name
 from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def _open_console(entry: InventoryEntry, options: PoolOptions) -> Any:
 
     if not entry.console:
         return None
-    log_path = options.out_dir / "console" / f"{entry.name}.log"
+    log_path = options.out_dir / "console" / f"{safe_name(entry.name)}.log"
     try:
         return SerialConsole(entry.console, log_path, entry.console_baud).open()
     except InfraError as exc:

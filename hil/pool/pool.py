@@ -161,7 +161,7 @@ class BoardPool:
                     self._changed({})
                 continue
             self._opened.append(source)
-            self.entries.extend(found)
+            self.entries.extend(self._serving(found))
         self._starting = len(self.entries)
         if not self.entries:
             with self._lock:
@@ -172,6 +172,24 @@ class BoardPool:
             thread = threading.Thread(target=self._board_thread, args=(entry, dispatcher),
                                       name=f"board-{index}", daemon=True)
             thread.start()
+
+    def _serving(self, entries: list[InventoryEntry]) -> list[InventoryEntry]:
+        """The entries that can serve the run; a board of another chipset is left out before
+        it is leased or reached (a board another run holds would be waited for up to
+        --board-wait, for nothing), with a board record that says why."""
+        kept = []
+        for entry in entries:
+            if entry.chipset is None or entry.chipset == self.options.chipset:
+                kept.append(entry)
+                continue
+            why = (f"left out: chipset {entry.chipset}, the run targets {self.options.chipset} "
+                   f"(not leased, not connected)")
+            log.info("%s: %s", entry.name, why)
+            with self._lock:
+                self.records.append({"name": entry.name, "adb": entry.adb, "chipset": entry.chipset,
+                                     "error": why, "left_out": "chipset"})
+                self._changed({})
+        return kept
 
     def wind_down(self, grace_s: float) -> None:
         """After a stop: board threads get `grace_s` to finish and clean their boards up; then
@@ -374,6 +392,13 @@ class BoardPool:
         if self.on_change is not None:
             self.on_change(self.records, fields)
 
+    def causes(self) -> str:
+        """Why no board is left, one clause per board that is out: its start error, or the
+        quarantine and its last recovery step (what a case no board ran says)."""
+        with self._lock:
+            records = [dict(r) for r in self.records]
+        return board_causes(records)
+
     def _board_record(self, name: str) -> dict[str, Any] | None:
         return next((entry for entry in self.records if entry.get("name") == name), None)
 
@@ -400,3 +425,18 @@ class BoardPool:
                 if problem is None:
                     entry.pop("quarantined", None)
             self._changed({})
+
+
+def board_causes(records: list[dict[str, Any]]) -> str:
+    """`name: why` for every board record that is out of the run (hil/report reads it too)."""
+    parts = []
+    for record in records:
+        name = record.get("name") or "?"
+        if record.get("error"):
+            parts.append(f"{name}: {record['error']}")
+        elif record.get("quarantined"):
+            steps = record.get("recovery") or []
+            last = (f" (last recovery step: {steps[-1].get('step')}: {steps[-1].get('message')})"
+                    if steps and isinstance(steps[-1], dict) else "")
+            parts.append(f"{name}: quarantined: {record['quarantined']}{last}")
+    return "; ".join(parts)

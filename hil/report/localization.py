@@ -6,6 +6,7 @@ imported by the plot functions only, with the Agg backend."""
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ def _figure(rows: int, height: float = 3.6) -> tuple[Any, list[Any]]:
     return figure, [figure.add_subplot(rows, 1, i + 1) for i in range(rows)]
 
 
+TITLE_WIDTH = 150
+"""Characters per line of a panel's title (wrapped: one line was cut at both edges)."""
+MAX_OP_TICKS = 40
+"""At most this many op names along the x axis."""
 ZERO_ERROR = 1e-12
 """Where an error of exactly 0 is drawn on the log scale."""
 
@@ -101,8 +106,17 @@ def plot_localizations(cases: Sequence[dict[str, Any]], out: Path) -> int:
     in topological order): each probe's max abs error (log scale) and its SQNR, green within
     tolerance, red out of it, the first diverging node marked. A PNG at `out`; returns the
     number of cases drawn."""
+    figure, shown = localization_figure(cases)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, format="png")
+    return shown
+
+
+def localization_figure(cases: Sequence[dict[str, Any]]) -> tuple[Any, int]:
+    """The figure `plot_localizations` saves, and the number of cases drawn."""
     shown = list(cases)[:MAX_PLOTTED]
-    figure, panels = _figure(2 * max(1, len(shown)), height=2.2)
+    figure, panels = _figure(2 * max(1, len(shown)), height=2.6)
     if not shown:
         panels[0].text(0.5, 0.5, "no localized case", ha="center", va="center",
                        transform=panels[0].transAxes)
@@ -110,10 +124,7 @@ def plot_localizations(cases: Sequence[dict[str, Any]], out: Path) -> int:
         _plot_one(panels[2 * number], panels[2 * number + 1], case)
     if len(cases) > len(shown):
         figure.suptitle(f"{len(shown)} of {len(cases)} localized cases", fontsize=9)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, format="png")
-    return len(shown)
+    return figure, len(shown)
 
 
 def _colour(probe: dict[str, Any]) -> str:
@@ -128,6 +139,7 @@ def _plot_one(errors: Any, sqnrs: Any, case: dict[str, Any]) -> None:
         probes.append({**whole, "diverged": whole.get("verdict") == "FAIL_MISMATCH"})
     probes.sort(key=lambda p: p["index"])
     nodes = block.get("nodes") or 1
+    first = block.get("first_diverging")
     error_points = [(p["index"], max(p["max_abs"], ZERO_ERROR), _colour(p)) for p in probes
                     if isinstance(p.get("max_abs"), (int, float))]
     sqnr_points = [(p["index"], p["sqnr_db"], _colour(p)) for p in probes
@@ -142,10 +154,20 @@ def _plot_one(errors: Any, sqnrs: Any, case: dict[str, Any]) -> None:
     errors.set_yscale("log")
     errors.set_ylabel("max abs error")
     sqnrs.set_ylabel("SQNR, dB")
-    sqnrs.set_xlabel(f"node (topological order of {nodes}); identical values: error drawn at "
-                     f"{ZERO_ERROR:g}, SQNR left out")
+    sqnrs.ticklabel_format(axis="y", useOffset=False, style="plain")  # 6.02, not 1e-7+6.02
+    values = [y for _, y, _ in sqnr_points]
+    if values and max(values) - min(values) < 1.0:  # flat: a readable band around it
+        middle = (max(values) + min(values)) / 2
+        sqnrs.set_ylim(middle - 1.0, middle + 1.0)
+    sqnrs.set_xlabel(f"node (topological order of {nodes}) and its op; identical values: error "
+                     f"drawn at {ZERO_ERROR:g}, SQNR left out")
+    named = {p["index"]: str(p.get("op_name") or p.get("name") or "") for p in probes}
+    if first:
+        named[first["index"]] = str(first.get("op_name") or first.get("name") or "")
+    ticks = sorted(named)[:MAX_OP_TICKS]
+    sqnrs.set_xticks(ticks, [f"{i} {named[i]}" for i in ticks], rotation=40, ha="right", fontsize=6)
+    errors.set_xticks(ticks)
     errors.tick_params(labelbottom=False)
-    first = block.get("first_diverging")
     if first:
         for axes in (errors, sqnrs):
             axes.axvline(first["index"], color="tab:red", linestyle=":")
@@ -154,8 +176,10 @@ def _plot_one(errors: Any, sqnrs: Any, case: dict[str, Any]) -> None:
                        va="top", fontsize=7, color="tab:red",
                        bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8, "linewidth": 0})
     runs = f"{block.get('board_runs', 0)} board runs (at most {block.get('max_board_runs', '-')})"
-    errors.set_title(f"{case_key(case)} on {block.get('board')}: {block.get('message')}\n{runs}; "
-                     "green: probe within tolerance, red: out of it", fontsize=8)
+    title = f"{case_key(case)} on {block.get('board')}: {block.get('message')}"
+    errors.set_title("\n".join([*textwrap.wrap(title, TITLE_WIDTH)[:3],
+                                f"{runs}; green: probe within tolerance, red: out of it"]),
+                     fontsize=8, loc="left")
 
 
 def drift_lines(key: str, record: dict[str, Any]) -> list[str]:

@@ -90,8 +90,26 @@ def _change(values: list[float | None]) -> float:
     return abs(known[-1] / known[0] - 1.0)
 
 
+def run_failures(document: dict[str, Any]) -> int:
+    """How many cases of a run failed or errored (what makes it red)."""
+    from hil.verdict import Verdict
+
+    return sum(Verdict(c["verdict"]).is_failure or Verdict(c["verdict"]).is_error
+               for c in document.get("cases") or [])
+
+
 def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric: str = "auto") -> int:
     """Draw the latency trend of `inputs` as a PNG at `out`; returns the number of cases drawn."""
+    figure, drawn = trend_figure(inputs, metric)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, format="png")
+    return drawn
+
+
+def trend_figure(inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "auto") -> tuple[Any, int]:
+    """The figure `plot_trend` saves (a failing run: red band and tick label, `N failed`),
+    and the number of cases drawn."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FormatStrFormatter, LogLocator
@@ -124,8 +142,16 @@ def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric:
         axes.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         axes.yaxis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))  # 0.02 0.05 0.2 0.5...
         axes.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    axes.set_xticks(xs, run_labels(runs), fontsize=7)
-    axes.set_xlabel("run (ordered by start time); shaded: p10-p90 of the run's samples")
+    failures = [run_failures(document) for _, document in runs]
+    labels = [label + (f"\n{n} failed" if n else "")
+              for label, n in zip(run_labels(runs), failures, strict=True)]
+    axes.set_xticks(xs, labels, fontsize=7)
+    for x, (tick, failed) in enumerate(zip(axes.get_xticklabels(), failures, strict=True)):
+        if failed:  # a red night stands out from the trend
+            tick.set_color("tab:red")
+            axes.axvspan(x - 0.4, x + 0.4, color="tab:red", alpha=0.08, linewidth=0)
+    axes.set_xlabel("run (ordered by start time); shaded: p10-p90 of the run's samples; "
+                    "red: a run with failed cases")
     axes.set_ylabel(f"latency, ms ({'p50, else avg' if metric == 'auto' else metric})")
     axes.grid(True, alpha=0.3)
     title = "hil latency trend"
@@ -138,7 +164,4 @@ def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric:
         axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     else:
         axes.text(0.5, 0.5, "no latency measured", ha="center", va="center", transform=axes.transAxes)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, format="png")
-    return len(chosen)
+    return figure, len(chosen)

@@ -1,7 +1,7 @@
 """Progress of a run while it runs, both phases: lowering (lowered N/M, cache hits, failures)
 and the boards (cases N/M, failures). On a terminal two rich progress bars with a live line
-per finished case above them; anywhere else (CI logs, pipes) one plain line per case and one
-line when lowering is done."""
+per finished case above them; anywhere else (CI logs, pipes) one plain line per case and a
+lowering line after the first artifact, at each quarter and at the end."""
 
 from __future__ import annotations
 
@@ -91,9 +91,13 @@ class PlainProgress:
         self.lowering = LoweringCount(total)
 
     def on_lowered(self, lowering: Any) -> None:
-        """Count it; after the last one, write the lowering line."""
+        """Count it; write the lowering line after the first one, at each quarter and after
+        the last (lowering and the boards overlap: one line at the end came after most cases
+        had run, and nothing said what the first seconds were spent on)."""
         self.lowering.add(lowering)
-        if self.lowering.finished:
+        done, total = self.lowering.done, self.lowering.total
+        quarters = {max(1, (total * q) // 4) for q in (1, 2, 3)}
+        if done == 1 or done in quarters or self.lowering.finished:
             self.stream.write(self.lowering.summary() + "\n")
             self.stream.flush()
 

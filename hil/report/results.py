@@ -171,6 +171,37 @@ def case_key(case: dict[str, Any]) -> str:
     return f"{case['suite']}.{case['precision']}.{case['id']}"
 
 
+INCOMPLETE_STATUSES = ("running", "interrupted")
+"""A run with one of these statuses never reached its end: some planned cases did not run."""
+
+
+def not_run(results: dict[str, Any]) -> list[str] | None:
+    """The planned cases (`suite.precision.id`) a run has no record of, in plan order; None
+    when the document does not say what was planned (results of an older hil)."""
+    planned = results.get("run", {}).get("planned")
+    if planned is None:
+        return None
+    done = {case_key(case) for case in results.get("cases") or []}
+    return [key for key in planned if key not in done]
+
+
+def incomplete_line(results: dict[str, Any], limit: int = 10) -> str | None:
+    """One line saying that the run never finished and what did not run, or None."""
+    status = results.get("run", {}).get("status")
+    if status not in INCOMPLETE_STATUSES:
+        return None
+    why = "it never finished: killed or the machine stopped" if status == "running" else "it was interrupted"
+    missing = not_run(results)
+    if missing == []:  # every planned case has its record: only the run's end was lost
+        return None
+    if missing is None:
+        return f"incomplete run (status {status}: {why}); which cases did not run is not recorded"
+    planned = len(results["run"]["planned"])
+    shown = ", ".join(missing[:limit]) + (f" and {len(missing) - limit} more" if len(missing) > limit else "")
+    return (f"incomplete run (status {status}: {why}): {len(missing)} of {planned} planned "
+            f"case(s) did not run" + (f": {shown}" if missing else ""))
+
+
 def worst_abs_error(case: dict[str, Any]) -> float | None:
     """The largest `max_abs` over the case's outputs, None when none was measured."""
     errors = [o["max_abs"] for o in case.get("outputs") or [] if isinstance(o.get("max_abs"), (int, float))]
@@ -179,12 +210,17 @@ def worst_abs_error(case: dict[str, Any]) -> float | None:
 
 def worst_first(cases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The failed and errored cases ordered by SEVERITY, mismatches by their largest abs
-    error (largest first); otherwise in results order."""
+    error (largest first), cases a board ran before those none took; otherwise in results
+    order."""
 
-    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int]:
+    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int, int]:
         index, case = item
         error = worst_abs_error(case)
-        return SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0), index
+        # an error of a case that ran on a board (the root cause: the board that died under it)
+        # before the cases no board ever took afterwards
+        never_attempted = int(not case.get("board"))
+        return (SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0),
+                never_attempted, index)
 
     bad = [(i, c) for i, c in enumerate(cases) if Verdict(c["verdict"]) in SEVERITY]
     return [case for _, case in sorted(bad, key=rank)]
@@ -364,6 +400,47 @@ def save_results(document: dict[str, Any], path: Path) -> None:
     atomic_write_text(path, _serialise(run, cases))
 
 
+_OBJECT_LIST = (list, dict)
+"""A list whose items must be objects."""
+RUN_FIELD_TYPES: dict[str, Any] = {
+    "boards": _OBJECT_LIST, "command": list, "usable_boards": int, "shard": str, "id": str,
+    "status": str, "flow": str, "chipset": str, "virtual": bool, "merged_from": _OBJECT_LIST,
+    "planned": list, "missing_shards": list,
+}
+"""The types of the run fields the renderings read (None is allowed for each)."""
+CASE_FIELD_TYPES: dict[str, Any] = {
+    "attempts": int, "board": str, "delegation": dict, "latency_ms": dict, "logs": dict,
+    "outputs": _OBJECT_LIST, "timings_s": dict, "message": str, "memory": dict,
+    "board_state": dict, "checker": dict, "expected": dict, "localization": dict,
+    "earlier_attempts": _OBJECT_LIST, "tags": list, "actual_verdict": str, "detail": str,
+}
+"""The types of the case fields the renderings read (None is allowed for each)."""
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _check_types(path: Path, where: str, record: dict[str, Any], types: dict[str, Any]) -> None:
+    """UsageError naming the first field of `record` whose type is not the expected one."""
+    names = {list: "a list", dict: "an object", str: "a string", int: "a number",
+             bool: "a boolean", _OBJECT_LIST: "a list of objects"}
+    for name, expected in types.items():
+        value = record.get(name)
+        if value is None:
+            continue
+        if expected is _OBJECT_LIST:
+            good = isinstance(value, list) and all(isinstance(item, dict) for item in value)
+        elif expected is int:
+            good = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            good = isinstance(value, expected)
+        if not good:
+            raise UsageError(f"{path}: field '{where}.{name}' is {_kind(value)}, expected "
+                             f"{names[expected]}")
+
+
 def load_results(path: Path) -> dict[str, Any]:
     """Read and check a results document (with its journal replayed when its run never
     finished); a missing, corrupt or foreign file raises UsageError with one line naming the
@@ -397,13 +474,17 @@ def load_results(path: Path) -> dict[str, Any]:
     if not isinstance(cases, list):
         raise UsageError(f"{path}: field 'cases' is missing or not a list")
     verdicts = {v.value for v in Verdict}
+    _check_types(path, "run", document["run"], RUN_FIELD_TYPES)
+    if not isinstance(document.get("totals", {}), dict):
+        raise UsageError(f"{path}: field 'totals' is {_kind(document['totals'])}, expected an object")
     for index, case in enumerate(cases):
         if not isinstance(case, dict):
             raise UsageError(f"{path}: field 'cases[{index}]' is not an object")
         for field in ("suite", "precision", "id"):
             if not isinstance(case.get(field), str):
                 raise UsageError(f"{path}: field 'cases[{index}].{field}' is missing")
-        if case.get("verdict") not in verdicts:
+        _check_types(path, f"cases[{index}]", case, CASE_FIELD_TYPES)
+        if not isinstance(case.get("verdict"), str) or case.get("verdict") not in verdicts:
             raise UsageError(
                 f"{path}: field 'cases[{index}].verdict' is {case.get('verdict')!r}, not a finished verdict"
             )

@@ -15,9 +15,11 @@ from typing import Any
 
 from hil.report.localization import localized_cases, probe_rows
 from hil.report.results import (
+    INCOMPLETE_STATUSES,
     case_key,
     clean_text,
     describe_board,
+    incomplete_line,
     one_line,
     worst_abs_error,
     worst_first,
@@ -98,6 +100,8 @@ def _header(results: dict[str, Any]) -> list[str]:
     if not cases:
         outcome = "no cases"
     status = run.get("status")
+    if outcome == "passed" and status in INCOMPLETE_STATUSES:
+        outcome = "incomplete"
     lines = [
         f"## exynos-hil: {outcome}" + (f" ({cell(status)})" if status != "complete" else ""),
         "",
@@ -107,6 +111,9 @@ def _header(results: dict[str, Any]) -> list[str]:
         + (f" — {undelegated} passed with ops undelegated (PASS_UNDELEGATED)" if undelegated else ""),
         "",
     ]
+    incomplete = incomplete_line(results)
+    if incomplete:
+        lines += [f"> **Incomplete**: {cell(incomplete, 2000)}", ""]
     if run.get("virtual"):
         lines += [
             "> **VIRTUAL** board(s): ExecuTorch host runtime, no NPU. This proves the pipeline, "
@@ -160,6 +167,39 @@ def _suites(cases: list[dict[str, Any]]) -> _Section:
     ]
     head = ["### Suites", "", *_table_head(columns, set(columns[2:]))]
     return _Section(head, rows, "suite rows")
+
+
+def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None:
+    """One row per board of the run: usable, lost (quarantined at the end), left out or not
+    usable at the start; its cases, recoveries and why it is out."""
+    boards = [b for b in run.get("boards") or [] if isinstance(b, dict)]
+    if not boards:
+        return None
+    columns = ["board", "state", "cases", "recoveries", "why"]
+    rows = []
+    for board in boards:
+        name = board.get("name") or "-"
+        recoveries = [r for r in board.get("recovery") or [] if isinstance(r, dict)]
+        if board.get("left_out"):
+            state = "left out"
+        elif board.get("error"):
+            state = "not usable"
+        elif board.get("quarantined"):
+            state = "lost (quarantined)"
+        else:
+            state = "usable"
+        why = board.get("error") or board.get("quarantined") or ""
+        if recoveries and state != "usable":
+            last = recoveries[-1]
+            why += f" (last recovery step: {last.get('step')}: {last.get('message')})"
+        steps = ", ".join(f"{r.get('step')} {'ok' if r.get('recovered') else 'failed'}" for r in recoveries)
+        rows.append(_row([cell(name), state, str(sum(c.get("board") == name for c in cases)),
+                          cell(steps or "-"), cell(why or "-", 600)]))
+    usable = sum(not b.get("error") for b in boards)
+    head = ["### Boards", "", f"{usable} of {len(boards)} usable at the start "
+            f"(run.usable_boards: {run.get('usable_boards')}).", "",
+            *_table_head(columns, {"cases"})]
+    return _Section(head, rows, "board rows")
 
 
 def _tolerance(case: dict[str, Any]) -> str:
@@ -311,13 +351,14 @@ def render_summary(results: dict[str, Any], limit_bytes: int = SUMMARY_LIMIT_BYT
         return ""
     sections = {
         "suites": _suites(cases),
+        "boards": _boards(run, cases),
         "failures": _failures(cases),
         "localization": _localization(results),
         "known": _known_failures(cases),
         "slowest": _slowest(cases),
         "latency": _latency(cases),
     }
-    order = ("failures", "localization", "suites", "known", "slowest", "latency")
+    order = ("failures", "boards", "localization", "suites", "known", "slowest", "latency")
     priority = [s for s in (sections[k] for k in order) if s]
     # each section's heading and "N more not shown" line first; drop the least important
     # sections when even those do not fit

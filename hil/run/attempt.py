@@ -15,6 +15,7 @@ from hil.board.adb import AdbBoard
 from hil.cases.case import Case
 from hil.errors import InfraError
 from hil.latency_plan import LatencyPlan
+from hil.paths import safe_name
 from hil.run.records import case_record
 from hil.verdict import Verdict
 
@@ -77,7 +78,7 @@ def attempt(board: AdbBoard, work: Work, plan: LatencyPlan,
 
     work.tried_on.append(board.name)
     artifact = work.artifact
-    host_out = out_dir / "cases" / work.slot / f"output-{board.name}"
+    host_out = out_dir / "cases" / work.slot / f"output-{safe_name(board.name)}"
     try:
         execution = board.run(artifact, work.slot, host_out, plan.iterations, plan.warmup, plan.noise)
         judgement = judge(work.case, artifact, execution)

@@ -75,6 +75,7 @@ class Run:
             "flow_requested": options.flow, "flow_reason": None, "chipset": options.chipset,
             "virtual": any(e.virtual for e in entries), "git_sha": git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}", "boards": [], "usable_boards": None,
+            "planned": [case.key for case in options.cases],
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.recorder = Recorder(options.results_path, options.junit_path, self.meta, on_record)
@@ -114,7 +115,7 @@ class Run:
                         threading.Thread(target=self._lower_all, args=(failure,), name="lowering",
                                          daemon=True).start()
                     else:
-                        self._fail_unlowered(NO_BOARD)
+                        self._fail_unlowered(self._no_board())
                         self._lowering_done.set()
                     self.pool.wait_done()
                 if self.stop.is_set():
@@ -124,7 +125,7 @@ class Run:
                     return self.records
                 if failure:
                     raise failure[0]
-                self._fail_leftovers("no usable board left to run it")
+                self._fail_leftovers(self._no_board("no usable board left to run it"))
                 self.recorder.close("complete")
         except UsageError:
             self.recorder.close("refused")
@@ -159,6 +160,12 @@ class Run:
         if self.on_flow is not None:
             self.on_flow(self.flow, reason)
 
+    def _no_board(self, reason: str = NO_BOARD) -> str:
+        """`reason` with the cause: each board that is out and why (its error, or its
+        quarantine and last recovery step), so every such case names it in JUnit."""
+        causes = self.pool.causes()
+        return f"{reason}: {causes[:1000]}" if causes else reason
+
     def _fail_unlowered(self, reason: str) -> None:
         for case in self.options.cases:
             self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
@@ -183,7 +190,8 @@ class Run:
                     self.recorder.add(case_record(case, verdict=lowering.verdict.value,
                                             message=lowering.message, detail=lowering.detail))
                 elif not self.pool.any_left():
-                    self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=NO_BOARD))
+                    self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value,
+                                                  message=self._no_board()))
                 else:
                     with self._lock:
                         self._pending += 1
