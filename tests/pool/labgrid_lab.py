@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from hil.pool.labgrid import Coordinator
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.power_http import READY_PREFIX
 
@@ -162,11 +162,21 @@ class LabgridLab:
         exporter = self._spawn([str(BIN / "labgrid-exporter"), "-c", self.address, "--hostname", "127.0.0.1",
                                 "-n", "lab1", str(path)], log, env=env)
         deadline = time.monotonic() + 30
-        while len(re.findall(r"NetworkPowerPort", self.client("resources"))) < len(self.boards):
+        while self.published() < len(self.boards):
             assert exporter.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.3)
+            time.sleep(0.2)
         return exporter
+
+    def published(self) -> int:
+        """How many boards' power ports the coordinator knows (the last resource of each)."""
+        coordinator = Coordinator(self.address, "lab", "setup")
+        try:
+            _, resources = coordinator.snapshot()
+        finally:
+            coordinator.close()
+        return sum(1 for groups in resources.values() for group in groups.values()
+                   for data in group.values() if data.get("cls") == "NetworkPowerPort")
 
     def client(self, *args: str, env: dict[str, str] | None = None) -> str:
         """`labgrid-client -x COORDINATOR ARGS` (the lab's own CLI); its output."""

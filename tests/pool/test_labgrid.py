@@ -78,12 +78,30 @@ def _hil_run(lab: LabgridLab, out: Path, *args: str, host: str = "ci-1",
 
 
 def _all_free(lab: LabgridLab) -> None:
-    """Every place released, no reservation left (labgrid's own client says so)."""
+    """Every place released, no reservation left."""
     rows = place_rows(lab.address)
     assert [r["holder"] for r in rows] == [None] * len(lab.places), rows
     assert [r["reservation"] for r in rows] == [None] * len(lab.places), rows
-    assert "Reservation" not in lab.client("reservations")
-    assert lab.client("who").strip().splitlines()[1:] == [], lab.client("who")
+    assert _reservations(lab) == []
+
+
+def _reservations(lab: LabgridLab) -> list[str]:
+    """Every reservation's owner, as the coordinator lists them."""
+    coordinator = Coordinator(lab.address, "check", "pytest")
+    try:
+        return [r.owner for r in coordinator.reservations()]
+    finally:
+        coordinator.close()
+
+
+def _finished(process: subprocess.Popen[bytes], out: Path) -> subprocess.CompletedProcess[str]:
+    """A background run's end, as subprocess.run would give it."""
+    try:
+        process.wait(timeout=300)
+    finally:
+        stop_process(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, (out / "stdout").read_text(),
+                                       (out / "stderr").read_text())
 
 
 def _results(out: Path) -> dict[str, Any]:
@@ -108,11 +126,16 @@ def test_smoke_runs_on_both_places_and_gives_them_back(lab: LabgridLab, tmp_path
     consoles = "".join((tmp_path / "console" / f"{p}.log").read_text(errors="replace") for p in lab.places)
     assert "runner pid" in consoles
     _all_free(lab)
+    # and as labgrid's own client sees it: both places there, no holder, no reservation
+    places = lab.client("-v", "places")
+    assert all(f"Place '{p}'" in places for p in lab.places), places
+    assert places.count("acquired: None") == len(lab.places), places
+    assert "Reservation" not in lab.client("reservations")
 
 
 def test_two_hosts_never_share_a_place(lab: LabgridLab, tmp_path: Path) -> None:
     runs = [_hil_run(lab, tmp_path / host, "--board", "labgrid:soc=e9955*2", "--suite", str(TINY),
-                     "--flow", "portable", "--iterations", "3", "--board-wait", "120",
+                     "--flow", "portable", "--board-wait", "120",
                      host=host, background=True)
             for host in ("host-a", "host-b")]
     for process in runs:
@@ -155,10 +178,11 @@ def test_a_killed_runs_place_is_taken_over_at_once(lab: LabgridLab, tmp_path: Pa
             os.killpg(victim.pid, signal.SIGKILL)  # its adb server and workers
         except ProcessLookupError:
             pass
-    with pytest.MonkeyPatch.context() as patch:  # as a hil of host ci-9 sees it
-        patch.setenv("LG_HOSTNAME", "ci-9")
-        stale = place_rows(lab.address)
-    assert next(r for r in stale if r["place"] == "e9955-a")["alive"] is False  # held by the dead
+    # as a hil of host ci-9 sees it: the place is held by a dead run
+    listing = subprocess.run([sys.executable, "-m", "hil", "boards", "--labgrid", lab.address], cwd=REPO,
+                             env=_env("ci-9", tmp_path / "leases"), capture_output=True, text=True, timeout=60)
+    assert re.search(rf"e9955-a\s+soc=e9955\s+ci-9/\S+\.hil-{victim.pid}\s+no \(stale\)", listing.stdout), \
+        listing.stdout + listing.stderr
     done = _hil_run(lab, tmp_path / "next", "--board", "labgrid:place=e9955-a", "--suite", str(TINY),
                     "--flow", "portable", "--board-wait", "60", host="ci-9")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -171,15 +195,32 @@ def test_a_killed_runs_place_is_taken_over_at_once(lab: LabgridLab, tmp_path: Pa
 def test_no_coordinator_no_place_and_all_held_are_infra_errors(lab: LabgridLab, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     tiny = ("--suite", str(TINY), "--flow", "portable")
-    closed = _hil_run(lab, tmp_path / "closed", "--labgrid", "127.0.0.1:9", "--board", "labgrid:soc=e9955", *tiny)
-    none = _hil_run(lab, tmp_path / "none", "--board", "labgrid:soc=e9999", *tiny)
+    closed = _hil_run(lab, tmp_path / "closed", "--labgrid", "127.0.0.1:9", "--board", "labgrid:soc=e9955",
+                      *tiny, background=True)
+    none = _hil_run(lab, tmp_path / "none", "--board", "labgrid:soc=e9999", *tiny, background=True)
     monkeypatch.setenv("LG_HOSTNAME", "holder-host")
     holder = LabgridSource(lab.address, [parse_labgrid_spec("labgrid:soc=e9955*2")])
     assert len(holder.open(30, Stop())) == 2
     try:
-        busy = _hil_run(lab, tmp_path / "busy", "--board", "labgrid:soc=e9955", "--board-wait", "3", *tiny)
+        busy = _hil_run(lab, tmp_path / "busy", "--board", "labgrid:soc=e9955", "--board-wait", "3", *tiny,
+                        background=True)
+        # SIGTERM while waiting: the reservation is cancelled on the way out
+        waiting = _hil_run(lab, tmp_path / "term", "--board", "labgrid:soc=e9955", "--board-wait", "120",
+                           *tiny, background=True)
+        busy = _finished(busy, tmp_path / "busy")
+        try:
+            deadline = time.monotonic() + 60
+            while not any(o.endswith(f".hil-{waiting.pid}") for o in _reservations(lab)):
+                assert waiting.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+            waiting.send_signal(signal.SIGTERM)
+            assert waiting.wait(timeout=30) == 130
+        finally:
+            stop_process(waiting)
+        assert not any(o.endswith(f".hil-{waiting.pid}") for o in _reservations(lab))
     finally:
         holder.close()
+    closed, none = (_finished(process, tmp_path / name) for process, name in ((closed, "closed"), (none, "none")))
     for done, out, line in (
         (closed, "closed", r"labgrid coordinator 127\.0\.0\.1:9: unreachable"),
         (none, "none", r"no place has soc=e9999 \(2 place\(s\): e9955-a, e9955-b\)"),

@@ -100,3 +100,23 @@ def test_a_place_becomes_a_board() -> None:
     assert (entry.chipset, entry.runner_profile) == ("E9955", "hil")
     assert entry.labgrid is not None and entry.labgrid["exporter"] == "exp"
     assert matches({"soc": "e9955"}, "lab1-a", (("name", "lab1-a"),))
+
+
+def test_the_action_passes_a_labgrid_spec_whole(tmp_path: Path) -> None:
+    """action.yml's "Choose the boards" step: commas split plain boards, a labgrid spec stays
+    whole, and its '*' is no glob even beside files that would match."""
+    import subprocess
+
+    import yaml
+
+    action = yaml.safe_load((Path(__file__).resolve().parents[2] / "action.yml").read_text())
+    step = next(s for s in action["runs"]["steps"] if s.get("id") == "plan")
+    (tmp_path / "labgrid:soc=e9955,chipset=e9955xx2").write_text("")  # what a glob would find
+    output = tmp_path / "output"
+    env = dict(os.environ, BOARDS="labgrid:soc=e9955,chipset=e9955*2 R3CX40,10.0.0.7:5555",
+               LABGRID_TAGS="soc=e9965", INVENTORY="", ON_NO_BOARD="fail",
+               GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"))
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                   cwd=tmp_path, env=env, check=True, timeout=30)
+    assert "boards=labgrid:soc=e9955,chipset=e9955*2 R3CX40 10.0.0.7:5555 labgrid:soc=e9965\n" \
+        in output.read_text()
