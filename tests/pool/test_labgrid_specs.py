@@ -120,3 +120,12 @@ def test_the_action_passes_a_labgrid_spec_whole(tmp_path: Path) -> None:
                    cwd=tmp_path, env=env, check=True, timeout=30)
     assert "boards=labgrid:soc=e9955,chipset=e9955*2 R3CX40 10.0.0.7:5555 labgrid:soc=e9965\n" \
         in output.read_text()
+
+
+def test_the_container_gets_the_coordinator_not_the_host_name() -> None:
+    """hil replicate: LG_COORDINATOR and LG_USERNAME by name; LG_HOSTNAME never (a container's
+    PIDs are its own: it must not judge another container's holder dead)."""
+    from hil.container import RunSpec
+
+    names = RunSpec(image="img:1", args=("run",), workspace=Path("/ws")).env_names
+    assert {"LG_COORDINATOR", "LG_USERNAME"} <= set(names) and "LG_HOSTNAME" not in names
