@@ -320,6 +320,9 @@ class LabgridSource:
     def open(self, wait_s: float, stop: Stop) -> list[InventoryEntry]:
         try:
             return self._open(wait_s, stop)
+        except LabgridRefused as exc:
+            self.close()
+            raise InfraError(f"labgrid {self.address}: refused: {exc}") from exc
         except BaseException:
             self.close()  # the pool closes only the sources that opened
             raise

@@ -185,6 +185,10 @@ class LabgridLab:
         return done.stdout + done.stderr
 
     def stop(self) -> None:
+        """SIGTERM to every process at once, then each is waited for (SIGKILL past 10 s)."""
+        for process in [*self.processes, *(board.process for board in self.boards)]:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
         for process in reversed(self.processes):
             stop_process(process)
         for board in self.boards:
