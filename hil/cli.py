@@ -80,6 +80,13 @@ def _add_adb_server(parser: argparse.ArgumentParser) -> None:
                              "for USB boards and a private one for HOST:PORT")
 
 
+def _add_labgrid(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--labgrid", metavar="HOST:PORT", default=None,
+                        help="labgrid coordinator to reserve places from: --board "
+                             "'labgrid:KEY=VALUE[,KEY=VALUE][*N]' or labgrid:place=NAME, and "
+                             "inventory `labgrid:` entries (default: $LG_COORDINATOR)")
+
+
 def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") -> None:
     """Boards, outputs, limits and caching: what `hil run` and `hil localize` share (`out`:
     the default output folder; localize has its own, so it never overwrites a run's)."""
@@ -128,6 +135,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") ->
                              "of the virtual boards hil starts (default: learnt per board: the "
                              "inventory, the virtual board, the runner's .profile.json, else upstream)")
     _add_adb_server(parser)
+    _add_labgrid(parser)
     parser.add_argument("--board-wait", type=float, default=DEFAULT_BOARD_WAIT_S, metavar="S",
                         help="wait this long for a board another run holds, then leave it out "
                              f"(default: {DEFAULT_BOARD_WAIT_S:g})")
@@ -217,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     boards.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
                         help="how long to wait for a board (default: 30)")
     _add_adb_server(boards)
+    _add_labgrid(boards)
 
     doctor = sub.add_parser("doctor", help="SDK, adb, ExecuTorch, runner, bwrap, docker: "
                                            "found / missing / how to fix")

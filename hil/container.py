@@ -67,6 +67,10 @@ DEFAULT_ENV = (
     "GITHUB_RUN_ATTEMPT", "GITHUB_SERVER_URL", "GITHUB_JOB",
 )
 """Variables passed by name into every run when they are set."""
+LABGRID_ENV = ("LG_COORDINATOR", "LG_USERNAME")
+"""labgrid's coordinator and user name, passed by name when set. Not LG_HOSTNAME: a holder is
+judged dead by its PID on its host, and a container's PIDs are its own, so each container
+keeps its own host name (docker's) and never takes over another container's place."""
 ADB_ENV = (
     "ADB_SERVER_SOCKET", "ANDROID_ADB_SERVER_ADDRESS", "ANDROID_ADB_SERVER_PORT",
     "ANDROID_ADB_SERVER_HOST",
@@ -348,7 +352,7 @@ class RunSpec:
         """Every variable passed by name, in order, without duplicates."""
         fixed = self.fixed_env
         adb = ADB_ENV if self.access == "host-adb" and "ANDROID_ADB_SERVER_PORT" not in fixed else ()
-        names = [*DEFAULT_ENV, *adb, *self.env]
+        names = [*DEFAULT_ENV, *LABGRID_ENV, *adb, *self.env]
         return tuple(n for n in dict.fromkeys(names) if n not in fixed)
 
     @property

@@ -18,6 +18,9 @@ boards:
     adb: 192.168.1.50:5555
     chipset: E9965
     power: {relay: /dev/ttyUSB1, channel: 2}   # a USB serial relay (LCUS protocol)
+  - name: lab1-a                  # a labgrid place instead of `adb:` (hil run --labgrid HOST:PORT);
+    labgrid: {place: lab1-a}      # or {tags: {soc: e9955}, count: 2}; adb, console and power
+                                  # come from the place's resources (hil/pool/labgrid.py)
 ```
 
 Entries are plain validated records (what a board is); the drivers in `adb.py`,
@@ -29,13 +32,14 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hil.adbserver import parse_server
+from hil.board.labgrid_spec import LabgridRequest, check_tags
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
 from hil.errors import UsageError, Where
@@ -47,6 +51,8 @@ _ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
 _CONSOLE_SCHEMES = ("socket://", "rfc2217://")
 _FIELDS = {"name", "adb", "adb_server", "chipset", "console", "console_baud", "power", "tags",
            "runner_profile"}
+_LABGRID_FIELDS = {"name", "labgrid", "chipset", "runner_profile", "tags"}
+"""An entry that is a labgrid place (`labgrid:` instead of `adb:`): hil/pool/labgrid.py."""
 _POWER_COMMANDS = ("on", "off", "cycle")
 _RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
 
@@ -76,6 +82,9 @@ class InventoryEntry:
     None: decided by `hil.board.servers`."""
     runner_profile: str | None = None
     """What its runner can execute (`hil/runner/profiles.py`); None: learnt otherwise."""
+    labgrid: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    """For a labgrid place (hil/pool/labgrid.py): coordinator, place, exporter, host,
+    reservation, holder, tags — recorded as results.json `run.boards[].labgrid`."""
 
     @property
     def network(self) -> bool:
@@ -89,7 +98,15 @@ class InventoryEntry:
 
 
 def load_inventory(path: Path) -> list[InventoryEntry]:
-    """Parse and validate an inventory file."""
+    """Parse and validate an inventory file: its boards reached over adb (its labgrid
+    entries: `load_lab_inventory`)."""
+    return load_lab_inventory(path)[0]
+
+
+def load_lab_inventory(path: Path) -> tuple[list[InventoryEntry], list[LabgridRequest]]:
+    """Parse and validate an inventory file: the boards reached over adb, and the entries
+    that ask a labgrid coordinator for a place (`labgrid: {place: NAME}` or
+    `labgrid: {tags: {KEY: VALUE}, count: N}`)."""
     if not path.is_file():
         raise UsageError(f"--inventory: file not found: {path}")
     where = Where(path)
@@ -103,8 +120,11 @@ def load_inventory(path: Path) -> list[InventoryEntry]:
     raw = data["boards"]
     if not isinstance(raw, list) or not raw:
         raise where.error("boards", "expected a non-empty list of boards")
-    entries = [_entry(path, index, item) for index, item in enumerate(raw)]
-    names = [e.name for e in entries]
+    entries = [_entry(path, index, item) for index, item in enumerate(raw)
+               if not (isinstance(item, dict) and "labgrid" in item)]
+    requests = [_labgrid_entry(path, index, item) for index, item in enumerate(raw)
+                if isinstance(item, dict) and "labgrid" in item]
+    names = [e.name for e in entries] + [r.label for r in requests]
     duplicates = sorted({v for v in names if names.count(v) > 1})
     if duplicates:
         raise where.error("boards", f"name {duplicates[0]!r} appears twice")
@@ -112,7 +132,47 @@ def load_inventory(path: Path) -> list[InventoryEntry]:
     duplicates = sorted({v for v in boards if boards.count(v) > 1})
     if duplicates:
         raise where.error("boards", f"adb {duplicates[0]!r} appears twice")
-    return entries
+    return entries, requests
+
+
+def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridRequest:
+    """`{name, labgrid: {place: NAME} | {tags: {K: V}, count: N}, chipset?, runner_profile?}`."""
+    where = Where(path, f"boards[{index}]")
+    name = _text(where, item, "name", required=True)
+    assert name is not None
+    if not NAME.match(name):
+        raise where.error("name", f"{name!r}: letters, digits, '.', '_' and '-' only (<= 64)")
+    where = Where(path, f"boards[{index}] ({name})")
+    unknown = set(item) - _LABGRID_FIELDS
+    if unknown:
+        raise where.error(sorted(unknown)[0], "not for a labgrid entry (allowed: "
+                          f"{', '.join(sorted(_LABGRID_FIELDS))}): the place's exporter says the rest")
+    raw = item["labgrid"]
+    if (not isinstance(raw, dict) or set(raw) - {"place", "tags", "count"}
+            or ("place" in raw) == ("tags" in raw)):
+        raise where.error("labgrid", "expected {place: NAME} or {tags: {KEY: VALUE}, count: N}")
+    count = raw.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 64:
+        raise where.error("labgrid.count", f"expected 1..64, got {count!r}")
+    if "place" in raw:
+        if not isinstance(raw["place"], str) or count != 1:
+            raise where.error("labgrid.place", "expected one place's name (no count)")
+        tags = {"name": raw["place"]}
+    else:
+        tags = raw["tags"]
+        if not isinstance(tags, dict):
+            raise where.error("labgrid.tags", "expected a mapping KEY: VALUE")
+        tags = {str(k): str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+                for k, v in tags.items()}
+    filt = check_tags(tags, f"{path}: boards[{index}] ({name}): labgrid")
+    chipset = _text(where, item, "chipset", required=False)
+    if chipset is not None and chipset not in CHIPSETS:
+        raise where.error("chipset", f"{chipset!r}: expected one of {', '.join(CHIPSETS)}")
+    runner_profile = _text(where, item, "runner_profile", required=False)
+    if runner_profile is not None and runner_profile not in PROFILES:
+        raise where.error("runner_profile", f"{runner_profile!r}: expected one of {', '.join(PROFILES)}")
+    return LabgridRequest(label=name, tags=filt, count=count, chipset=chipset,
+                          runner_profile=runner_profile)
 
 
 def _text(where: Where, item: dict[str, Any], field: str, required: bool) -> str | None:

@@ -26,7 +26,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
                localize: bool) -> tuple[int, list[dict[str, Any]]]:
     """Run the cases `select()` gives as `hil run` does (boards, reports, the table), once
     the options are checked; the exit code and the case records."""
-    from hil.pool.sources import StaticSource
+    from hil.pool.labgrid import board_sources
 
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
                  "boot_timeout"):
@@ -36,7 +36,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     adb_server = lab_server(args.adb_server)
-    entries = StaticSource.from_args(args.inventory, args.board).entries
+    entries, sources = board_sources(args.inventory, args.board, args.labgrid)
     out = writable(args.out, "--out", folder=True)
     junit_path = writable(args.junit or out / "junit.xml", "--junit")
     results_path = writable(args.results or out / "results.json", "--results")
@@ -79,12 +79,13 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
         adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,
+        sources=tuple(sources),
     )
 
     def announce(flow: str, reason: str) -> None:
         sys.stdout.write(
             f"hil run {len(cases)} case(s), flow {flow} ({reason}), chipset {args.chipset}, "
-            f"boards: {', '.join(e.name for e in entries)}\n"
+            f"boards: {', '.join(e.name for e in the_run.pool.entries)}\n"
         )
         sys.stdout.flush()
 

@@ -383,10 +383,14 @@ class BoardPool:
 
     # -- the boards' records (results.json run.boards) -----------------------------------------
     def _lab_fields(self, entry: InventoryEntry) -> dict[str, Any]:
-        """The adb server the board belongs to, and its lease (called with `_lock` held)."""
+        """The adb server the board belongs to, its lease, and its labgrid place if it is one
+        (called with `_lock` held)."""
         lease = self._leases.get(entry.name)
-        return {"adb_server": self.servers.address_for(entry) or "private",
-                "lease": lease.record() if lease is not None else None}
+        fields = {"adb_server": self.servers.address_for(entry) or "private",
+                  "lease": lease.record() if lease is not None else None}
+        if entry.labgrid is not None:  # a labgrid place: where it came from (hil/pool/labgrid.py)
+            fields["labgrid"] = dict(entry.labgrid)
+        return fields
 
     def _changed(self, fields: dict[str, Any]) -> None:
         if self.on_change is not None:
