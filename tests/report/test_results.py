@@ -222,3 +222,18 @@ def test_load_results_accepts_a_complete_document(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     _write(path, {**sample_results(), "future_field": 1})
     assert load_results(path)["cases"][2]["verdict"] == "FAIL_MISMATCH"
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_every_earlier_version_stays_readable(tmp_path: Path, version: int) -> None:
+    """Version 3 added fields (run.planned, boards' left_out and labgrid); files of versions 1
+    and 2, which have none of them, still load; a version from the future does not."""
+    document = sample_results()
+    document["version"] = version
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(document))
+    assert [c["id"] for c in load_results(path)["cases"]] == [c["id"] for c in document["cases"]]
+    document["version"] = 4
+    path.write_text(json.dumps(document))
+    with pytest.raises(UsageError, match="field 'version' is 4"):
+        load_results(path)
