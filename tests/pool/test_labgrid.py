@@ -31,7 +31,9 @@ TINY = REPO / "tests" / "fixtures" / "tiny.yaml"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not ser2net_available(), reason="ser2net not installed (scripts/setup installs it)"),
+    # in CI (scripts/setup installs ser2net) a missing ser2net fails the module instead
+    pytest.mark.skipif(not ser2net_available() and not os.environ.get("CI"),
+                       reason="ser2net not installed (scripts/setup installs it)"),
 ]
 
 
