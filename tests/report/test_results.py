@@ -195,7 +195,7 @@ def _write(path: Path, document: object) -> None:
         ("{not json", None),
         ([], None),
         ({**sample_results(), "schema": "something/else"}, "schema"),
-        ({**sample_results(), "version": 3}, "version"),
+        ({**sample_results(), "version": 4}, "version"),
         ({**sample_results(), "run": None}, "run"),
         ({**sample_results(), "cases": [{**CASES[0], "verdict": "MAYBE"}]}, "cases[0].verdict"),
     ],
