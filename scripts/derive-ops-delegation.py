@@ -2,8 +2,11 @@
 """Write hil/cases/ops_delegation.json: per ops case and precision, the ops ExecuTorch's ENN
 partitioner keeps (hil.lower.enn_partition.case_delegation), from the installed executorch.
 
-Run it after adding an ops case or upgrading executorch; tests/cases/test_ops_delegation.py
-fails while the file and a fresh derivation differ. About two minutes on 2 cores."""
+Run it after changing an ops case, the partitioner mirror or the quantization (the sources in
+hil.lower.enn_partition.DELEGATION_INPUTS) or upgrading executorch or torch: CI fails while
+the stored `inputs_sha256` and those inputs differ (tests/cases/test_ops_delegation.py),
+and `./scripts/test --full` while the file and a fresh derivation of every case differ.
+About two minutes on 2 cores."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hil.cases.ops import DELEGATION_FILE, cases  # noqa: E402
-from hil.lower.enn_partition import case_delegation  # noqa: E402
+from hil.lower.enn_partition import case_delegation, delegation_inputs_digest  # noqa: E402
 
 
 def _derive(case: object) -> list[str] | None:
@@ -34,6 +37,7 @@ def main() -> int:
         "about": "ops the ENN partitioner keeps per ops case (scripts/derive-ops-delegation.py)",
         "executorch": version("executorch"),
         "torch": version("torch"),
+        "inputs_sha256": delegation_inputs_digest(),
         "cases": dict(sorted(table.items())),
     }
     DELEGATION_FILE.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")

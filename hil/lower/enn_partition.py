@@ -27,11 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import importlib
 import sys
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,6 +44,10 @@ ADAPTORS = ("PyEnnWrapperAdaptor", "PyGraphWrapperAdaptor")
 PACKAGE = "executorch.backends.samsung.python"
 QDQ_PREFIXES = ("quantize_per_", "dequantize_per_")
 """Short names of the quantize/dequantize ops (A8W8 graphs add them around every op)."""
+DELEGATION_INPUTS = ("cases/ops.py", "cases/case.py", "lower/enn_partition.py", "lower/quantize.py")
+"""hil's sources a case's derived delegation depends on (paths in the `hil` package): the ops
+cases' definitions, the Case record (seeds, inputs), this mirror of the partitioner, and the
+A8W8 quantization that shapes the graph it sees."""
 
 
 class _FakeEnnWrapper:
@@ -215,3 +222,17 @@ def case_delegation(case: Any) -> tuple[str, ...]:
     if case.precision == "a8w8":
         module = quantize_a8w8(module, inputs, calibration_samples(case)[:1], fold_quantize=False)
     return expected_delegation(torch.export.export(module, inputs))
+
+
+def delegation_inputs_digest(package: Path | None = None) -> str:
+    """sha256 of what `case_delegation` depends on: the DELEGATION_INPUTS sources (of the
+    `hil` package folder `package`, default this one) and the installed executorch and torch
+    versions. scripts/derive-ops-delegation.py stores it beside the derivation; a stored
+    digest that differs means the derivation is stale."""
+    package = package or Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for name in DELEGATION_INPUTS:
+        digest.update(name.encode() + b"\0" + (package / name).read_bytes() + b"\0")
+    for dist in ("executorch", "torch"):
+        digest.update(f"{dist}=={version(dist)}\0".encode())
+    return digest.hexdigest()

@@ -95,3 +95,86 @@ def run_action(action_dir: Path, inputs: dict[str, str], workspace: Path, runner
 def launcher_env() -> dict[str, str]:
     """The environment of a runner's job (this process's, without a docker host override)."""
     return dict(os.environ)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What one real `hil run` in the container left: its exit code and the files it wrote."""
+
+    exit_code: int
+    results: bytes
+    junit: bytes
+
+
+STUB_HIL = r'''#!/usr/bin/env bash
+# STUB of the action's docker step (tests/container/action_runner.py): `hil replicate
+# [OPTIONS] -- ARGS` does not start a container. `-- run ...` replays what a real container
+# run of the same outcome wrote (REPLAY_DIR/board or, for `--board virtual`, REPLAY_DIR/virtual:
+# exit-code, results.json, junit.xml) at the paths the action asked for; `-- report ...`
+# runs hil report on this host; `-- doctor ...` answers as the host image does (no runner:
+# exit 3); --print and --build-only behave as hil's. Every call is appended to CALLS.
+set -euo pipefail
+[ "${1:-}" = replicate ] || { echo "stub hil: only replicate is stubbed, not $1" >&2; exit 99; }
+shift
+all=("$@")
+workspace=$PWD
+mode=container
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; break ;;
+    --workspace) workspace=$2; shift 2 ;;
+    --print) mode=print; shift ;;
+    --build-only) mode=build; shift ;;
+    --*) shift 2 ;;
+    *) shift ;;
+  esac
+done
+printf '%s\n' "${all[*]}" >> "$CALLS"
+case "$mode" in
+  print) exec env PYTHONPATH="$REPO" "$PY" -m hil replicate "${all[@]}" ;;
+  build) echo "exynos-hil:host-stub"; exit 0 ;;
+esac
+cd "$workspace"
+case "${1:-}" in
+  report) exec env PYTHONPATH="$REPO" "$PY" -m hil "$@" ;;
+  doctor) exit 3 ;;
+  run) ;;
+  *) echo "stub hil: no replay for $1" >&2; exit 99 ;;
+esac
+shift
+source=board
+results= junit=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --results) results=$2; shift 2 ;;
+    --junit) junit=$2; shift 2 ;;
+    --board) [ "$2" != virtual ] || source=virtual; shift 2 ;;
+    *) shift ;;
+  esac
+done
+mkdir -p "$(dirname "$results")" "$(dirname "$junit")"
+cp "$REPLAY_DIR/$source/results.json" "$results"
+cp "$REPLAY_DIR/$source/junit.xml" "$junit"
+exit "$(cat "$REPLAY_DIR/$source/exit-code")"
+'''
+
+
+def stub_launcher(runner_temp: Path, board: Replay, virtual: Replay, repo: Path) -> dict[str, str]:
+    """Install STUB_HIL as the action's launcher in `runner_temp` (the action's set-up step
+    then keeps it) replaying `board` for the boards' run and `virtual` for the virtual
+    fallback; return the environment variables it needs (CALLS: the replicate calls made)."""
+    import sys
+
+    venv = runner_temp / "exynos-hil-launcher" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "hil").write_text(STUB_HIL)
+    (venv / "hil").chmod(0o755)
+    (venv / "python").symlink_to(sys.executable)
+    replays = runner_temp / "replays"
+    for name, replay in (("board", board), ("virtual", virtual)):
+        (replays / name).mkdir(parents=True)
+        (replays / name / "exit-code").write_text(str(replay.exit_code))
+        (replays / name / "results.json").write_bytes(replay.results)
+        (replays / name / "junit.xml").write_bytes(replay.junit)
+    return {"REPLAY_DIR": str(replays), "CALLS": str(runner_temp / "calls"), "PY": sys.executable,
+            "REPO": str(repo)}

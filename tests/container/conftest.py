@@ -7,13 +7,19 @@ of the image's Python stack served on 127.0.0.1 (built once per machine with `pi
 from this machine's local wheels and index, reused while the requirements are unchanged),
 and the `host` image built from this checkout.
 
-Set HIL_DOCKER_DATA_ROOT=DIR to keep the engine's images and layer cache between sessions
-(faster local iterations; CI leaves it unset and builds from scratch).
+The engine's data root (images, layer cache) is kept between sessions in a machine cache
+folder keyed by a hash of what the image is made of (DOCKER_CACHE_INPUTS: the Dockerfile,
+pyproject's pins, the base-image script, the image's requirements): while they are unchanged,
+CI reuses the base image and the Python layers; when one changes, the next session starts
+from an empty root (a from-scratch build), and so does every `--full` session (the nightly
+job). At the end of a cached session everything but its base and `host` images is removed.
+HIL_DOCKER_DATA_ROOT=DIR uses DIR as the data root instead (kept, never pruned; not with --full).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import http.server
 import os
@@ -41,7 +47,12 @@ it, so this image has no `models` suite (docs/docker.md)."""
 BUILDKIT_CLI = "/usr/bin/docker"
 """Debian's docker.io client: the one that drives BuildKit against Debian's daemon."""
 EXTRA_CA_DIR = Path("/usr/local/share/ca-certificates")
-WHEELHOUSE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "exynos-hil" / "wheelhouse"
+MACHINE_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "exynos-hil"
+WHEELHOUSE = MACHINE_CACHE / "wheelhouse"
+DOCKER_CACHE = MACHINE_CACHE / "docker"
+"""Kept engine data roots, one folder per DOCKER_CACHE_INPUTS hash (only the newest is kept)."""
+DOCKER_CACHE_INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "scripts/offline-base-image.sh")
+"""What the cached layers are made of, besides image_requirements() and the extra CAs."""
 WHEELHOUSE_PORT = 47153
 TIMINGS: dict[str, float] = {}
 """Wall times of the expensive steps, printed at the end of the session (never asserted)."""
@@ -71,6 +82,11 @@ class Engine:
     host: str
     """DOCKER_HOST value (unix socket)."""
     pid: int
+    data_root: Path
+    cache: str
+    """`fresh` (an empty data root, removed at the end), `cold` (an empty kept root: the
+    DOCKER_CACHE_INPUTS changed or the cache was empty), `warm` (a kept root from an
+    earlier session) or `given` (HIL_DOCKER_DATA_ROOT)."""
 
     @property
     def env(self) -> dict[str, str]:
@@ -88,6 +104,10 @@ class Engine:
                               **kwargs)
 
 
+KEPT_IMAGES: set[str] = set()
+"""Images a cached data root keeps for the next session (the base and `host` images)."""
+
+
 def _apt_install(*packages: str) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     done = subprocess.run(["apt-get", "install", "-y", "-qq", *packages], env=env,
@@ -98,15 +118,71 @@ def _apt_install(*packages: str) -> None:
                        capture_output=True)
 
 
+def docker_cache_key(repo: Path = REPO, ca_certs: tuple[Path, ...] | None = None) -> str:
+    """The hash of what the cached layers are made of: the DOCKER_CACHE_INPUTS files, the
+    image's requirements and the extra CA certificates copied into it."""
+    digest = hashlib.sha256()
+    for name in DOCKER_CACHE_INPUTS:
+        path = repo / name
+        digest.update(f"{name}\0".encode())
+        digest.update(path.read_bytes() if path.is_file() else b"<none>")
+    digest.update("\n".join(image_requirements(repo)).encode())
+    for cert in extra_ca_certs() if ca_certs is None else ca_certs:
+        digest.update(cert.name.encode() + b"\0" + cert.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _locked(path: Path) -> int | None:
+    """An exclusive lock on `path` (a file descriptor, kept open for the session), or None
+    when another session holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _cached_data_root(key: str) -> tuple[Path, str, int] | None:
+    """DOCKER_CACHE/KEY, locked for this session, with `cold` or `warm`; older keys' roots
+    that no session holds are removed. None when another session holds this key's root."""
+    DOCKER_CACHE.mkdir(parents=True, exist_ok=True)
+    fd = _locked(DOCKER_CACHE / f"{key}.lock")
+    if fd is None:
+        return None
+    for other in DOCKER_CACHE.glob("*.lock"):
+        if other.stem == key:
+            continue
+        other_fd = _locked(other)
+        if other_fd is not None:  # no session uses it: the inputs changed since
+            subprocess.run(["rm", "-rf", "--one-file-system", str(DOCKER_CACHE / other.stem)], check=False)
+            other.unlink()
+            os.close(other_fd)
+    root = DOCKER_CACHE / key
+    state = "warm" if (root / "image").is_dir() else "cold"
+    return root, state, fd
+
+
 @pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
+def engine(tmp_path_factory: pytest.TempPathFactory, full_size: bool) -> Iterator[Engine]:
     """dockerd for this session; stopped by PID afterwards."""
     if os.geteuid() != 0:
         pytest.skip("the docker tests start their own dockerd and need root")
     if not (shutil.which("dockerd") and shutil.which("debootstrap") and Path(BUILDKIT_CLI).exists()):
         _apt_install("docker.io", "debootstrap")
     folder = tmp_path_factory.mktemp("dockerd")
-    data_root = Path(os.environ.get("HIL_DOCKER_DATA_ROOT") or folder / "data")
+    lock_fd = None
+    if full_size:  # the nightly job: the image from scratch
+        data_root, cache = folder / "data", "fresh"
+    elif os.environ.get("HIL_DOCKER_DATA_ROOT"):
+        data_root, cache = Path(os.environ["HIL_DOCKER_DATA_ROOT"]), "given"
+    else:
+        kept = _cached_data_root(docker_cache_key())
+        if kept is None:  # another session on this machine uses it: not shared
+            data_root, cache = folder / "data", "fresh"
+        else:
+            data_root, cache, lock_fd = kept
     host = f"unix://{folder}/docker.sock"
     log_path = folder / "dockerd.log"
     with log_path.open("wb") as log_file:
@@ -119,6 +195,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
             start_new_session=True,
         )
     start = time.monotonic()
+    engine = Engine(host, process.pid, data_root, cache)
     try:
         deadline = time.monotonic() + 60
         while subprocess.run([BUILDKIT_CLI, "info"], env=dict(os.environ, DOCKER_HOST=host),
@@ -126,8 +203,11 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"dockerd did not start: {log_path.read_text()[-2000:]}")
             time.sleep(0.2)
-        TIMINGS["dockerd start"] = time.monotonic() - start
-        yield Engine(host, process.pid)
+        TIMINGS[f"dockerd start ({cache} data root)"] = time.monotonic() - start
+        yield engine
+        if cache in ("cold", "warm"):
+            with timed("pruning the kept data root"):
+                _prune(engine)
     finally:
         with timed("dockerd stop"):
             process.send_signal(signal.SIGTERM)
@@ -137,9 +217,26 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
                 process.kill()
                 process.wait()
             _unmount_under(folder)  # dockerd leaves its netns mount behind
-        if not os.environ.get("HIL_DOCKER_DATA_ROOT"):
+        if cache == "fresh":
             with timed("engine data removal"):  # rm is several times faster than rmtree here
                 subprocess.run(["rm", "-rf", "--one-file-system", str(data_root)], check=False)
+        if lock_fd is not None:
+            os.close(lock_fd)
+
+
+def _prune(engine: Engine) -> None:
+    """Leave only KEPT_IMAGES (and their layers) in a kept data root: no image of a test
+    (e.g. the BuildKit one) and no build cache outlives the session. A session that built
+    no `host` image (a selection of tests) keeps the ones it found."""
+    listed = engine.cli("image", "ls", "--format", "{{.Repository}}:{{.Tag}}", text=True).stdout.split()
+    built_host = any(tag.startswith("exynos-hil:host-") for tag in KEPT_IMAGES)
+    stale = [tag for tag in listed if tag not in KEPT_IMAGES | {BASE_IMAGE} and not tag.endswith(":<none>")
+             and (built_host or not tag.startswith("exynos-hil:host-"))]  # a session without one keeps them
+    if stale:
+        engine.cli("rmi", "-f", *stale, check=False)
+    engine.cli("container", "prune", "-f", check=False)
+    engine.cli("image", "prune", "-f", check=False)
+    engine.cli("builder", "prune", "-af", check=False)
 
 
 def _unmount_under(folder: Path) -> None:
@@ -158,12 +255,13 @@ def base_image(engine: Engine) -> str:
                               env=dict(engine.env, DOCKER=BUILDKIT_CLI), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == BASE_IMAGE
+    KEPT_IMAGES.add(BASE_IMAGE)
     return BASE_IMAGE
 
 
-def image_requirements() -> list[str]:
+def image_requirements(repo: Path = REPO) -> list[str]:
     """What the Dockerfile installs: TORCH_SPEC, pyproject's other dependencies, setuptools."""
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    deps = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
     rest = [d for d in deps if not d.startswith(("torch=", "torchvision="))]
     return [TORCH_SPEC, *rest, "setuptools>=68", "wheel"]
 
@@ -215,6 +313,10 @@ class BuiltImage:
     tag: str
     seconds: float
     """Wall time of the build (printed, never asserted)."""
+    log: tuple[str, ...]
+    """The build's output (`image ... present: not rebuilt` when a kept root had it)."""
+    cache: str
+    """The engine's data root: Engine.cache."""
 
 
 @pytest.fixture(scope="session")
@@ -229,8 +331,9 @@ def host_image(engine: Engine, base_image: str, wheelhouse: str) -> BuiltImage:
     start = time.monotonic()
     tag = container.build_image(spec, on_log=lines.append, client=engine.client())
     seconds = time.monotonic() - start
-    TIMINGS["host image build"] = seconds
-    return BuiltImage(tag, seconds)
+    TIMINGS[f"host image build ({engine.cache} data root)"] = seconds
+    KEPT_IMAGES.add(tag)
+    return BuiltImage(tag, seconds, tuple(lines), engine.cache)
 
 
 @contextlib.contextmanager
@@ -280,12 +383,20 @@ class ActionRun:
 
 
 @pytest.fixture(scope="session")
-def action_smoke_run(engine: Engine, host_image: BuiltImage, tmp_path_factory) -> ActionRun:
+def action_runner_temp(tmp_path_factory) -> Path:
+    """RUNNER_TEMP of the session's real action runs: like a job's steps, they share the
+    launcher venv the action's first run sets up there."""
+    return tmp_path_factory.mktemp("runner-temp")
+
+
+@pytest.fixture(scope="session")
+def action_smoke_run(engine: Engine, host_image: BuiltImage, action_runner_temp: Path,
+                     tmp_path_factory) -> ActionRun:
     """action.yml (FAKE runner, tests/container/action_runner.py) with no board and
     on-no-board: virtual, i.e. `hil run --board virtual --suite smoke` in the container
     through `hil replicate`, the workspace mounted."""
     workspace = tmp_path_factory.mktemp("action-ws")
-    temp = tmp_path_factory.mktemp("runner-temp")
+    temp = action_runner_temp
     env = dict(os.environ, DOCKER_HOST=engine.host)
     start = time.monotonic()
     result = run_action(REPO, {"on-no-board": "virtual", "image": host_image.tag, "suite": "smoke",

@@ -127,3 +127,12 @@ def test_buildkit_secret_leaves_no_trace(engine, base_image, tmp_path, monkeypat
     assert key.encode() not in saved
     version = engine.cli("run", "--rm", "--entrypoint", "cat", tag, "/opt/litecore/.litecore-version", text=True)
     assert version.stdout.strip() == "1.1.0"
+
+
+@pytest.mark.full
+def test_the_image_builds_from_scratch(host_image):
+    """--full (the nightly job): an empty data root, so every step of the `host` target ran;
+    CI reuses a kept root's layers while their inputs are unchanged (test_docker_cache.py)."""
+    assert host_image.cache == "fresh"
+    assert any(line.startswith("Step ") for line in host_image.log), host_image.log[-5:]
+    assert not any("Using cache" in line or "present: not rebuilt" in line for line in host_image.log)

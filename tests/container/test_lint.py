@@ -13,6 +13,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 WORKFLOWS = sorted((REPO / "examples" / "workflows").glob("*.yml"))
+OWN_WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+"""The project's own (the nightly --full run)."""
 
 
 def tool(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -28,6 +30,16 @@ def test_example_workflows_validate_against_github_workflows_schema():
     assert {w.name for w in WORKFLOWS} >= {"pr-check.yml", "nightly.yml", "manual.yml"}
     done = tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS))
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_own_workflows_validate_and_the_nightly_runs_the_full_tests():
+    assert {w.name for w in OWN_WORKFLOWS} >= {"nightly.yml"}
+    done = tool("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, OWN_WORKFLOWS))
+    assert done.returncode == 0, done.stdout + done.stderr
+    nightly = yaml.safe_load((REPO / ".github" / "workflows" / "nightly.yml").read_text())
+    runs = [step["run"] for job in nightly["jobs"].values() for step in job["steps"] if "run" in step]
+    assert any(run.startswith("./scripts/test --full") for run in runs)
+    assert "schedule" in nightly[True]  # YAML 1.1 reads the `on:` key as True
 
 
 def test_schema_check_can_fail(tmp_path):
@@ -53,7 +65,8 @@ def test_action_interface_is_the_documented_one():
     assert action["inputs"]["on-no-board"]["default"] == "fail"
 
 
-@pytest.mark.parametrize("path", [REPO / "action.yml", *WORKFLOWS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [REPO / "action.yml", *WORKFLOWS, *OWN_WORKFLOWS],
+                         ids=lambda p: str(p.relative_to(REPO)))
 def test_no_expression_is_expanded_inside_a_script(path):
     """Inputs reach scripts through env: only (no template injection, and the key is never
     pasted into a script's text)."""

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""pytest for ./scripts/test: with no test path among the arguments, two pytest processes at
+once — the container tests (tests/container: docker builds and container runs, mostly
+waiting on dockerd and I/O) and the rest of tests/ (CPU-bound) — instead of one after the
+other. With a test path (`./scripts/test tests/board -k lease`) or HIL_TEST_SERIAL=1, one
+plain pytest run, as before.
+
+Both get every argument (`-q`, `--full`, `--durations=25`, `-k`...). Their lines are streamed
+as they come, prefixed with the group's name; each process's closing report (FAILURES, the
+durations, the short summary) is held back and printed whole, unprefixed, when that process
+ends. The exit code is pytest's: 0 when both passed (or one collected nothing: `-k` may
+select tests of one group only), 5 when neither collected a test, else the worse failure.
+
+usage: parallel-pytest.py [PYTEST_ARGS...]   (run from the repository root)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+GROUPS = (("container", ["tests/container"]), ("rest", ["tests", "--ignore=tests/container"]))
+"""(name, pytest paths) of the processes run at once."""
+NO_TESTS = 5
+"""pytest's exit code when it collected no test."""
+_REPORT = re.compile(r"^=+ (?!test session starts)\S.* =+$")
+"""The first line of pytest's closing report (a `=== title ===` rule other than the header)."""
+_OPTIONS_WITH_VALUE = frozenset({
+    "-k", "-m", "-p", "-c", "-o", "-W", "--durations", "--basetemp", "--rootdir", "--ignore",
+    "--deselect", "--confcutdir", "--junit-xml", "--junitxml", "--maxfail", "--tb", "-r",
+    "--override-ini", "--log-level", "--log-file", "--import-mode", "--capture",
+})
+
+
+def test_paths(args: list[str]) -> list[str]:
+    """The arguments that name tests (`tests/x.py`, `tests/x.py::test_y`, a folder): not
+    options, not an option's value, and existing on disk."""
+    found, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg.startswith("-"):
+            skip = arg in _OPTIONS_WITH_VALUE
+            continue
+        if Path(arg.split("::", 1)[0]).exists():
+            found.append(arg)
+    return found
+
+
+def combined_exit(codes: list[int]) -> int:
+    """One pytest exit code for the processes' codes."""
+    failures = [code for code in codes if code not in (0, NO_TESTS)]
+    if failures:
+        return max(failures)
+    return NO_TESTS if all(code == NO_TESTS for code in codes) else 0
+
+
+class _Group:
+    def __init__(self, name: str, paths: list[str], args: list[str], width: int, lock: threading.Lock):
+        self.name = name
+        self.paths = paths
+        self.prefix = f"{name:<{width}} | "
+        self.lock = lock
+        self.start = time.monotonic()
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", "-m", "pytest", *paths, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+        self.code: int | None = None
+        self.seconds = 0.0
+
+    def _pump(self) -> None:
+        report: list[str] = []
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace").rstrip("\n")
+            if report or _REPORT.match(line):
+                report.append(line)
+                continue
+            with self.lock:
+                print(self.prefix + line, flush=True)
+        self.code = self.process.wait()
+        self.seconds = time.monotonic() - self.start
+        with self.lock:
+            print(f"{'=' * 20} {self.name}: pytest {' '.join(self.paths)} "
+                  f"(exit {self.code}, {self.seconds:.0f} s) {'=' * 20}", flush=True)
+            for line in report:
+                print(line)
+            sys.stdout.flush()
+
+
+def main(args: list[str]) -> int:
+    if test_paths(args) or os.environ.get("HIL_TEST_SERIAL"):
+        os.execv(sys.executable, [sys.executable, "-m", "pytest", *args])  # noqa: S606 - no shell wanted
+    lock = threading.Lock()
+    width = max(len(name) for name, _ in GROUPS)
+    groups = [_Group(name, paths, args, width, lock) for name, paths in GROUPS]
+
+    def forward(signum: int, _frame: object) -> None:
+        for group in groups:
+            if group.process.poll() is None:
+                group.process.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    # Ctrl-C reaches the children from the terminal (one process group): each stops its session
+    # and prints its report; forwarding it again would make it a second, hard interrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for group in groups:
+        group.thread.join()
+    code = combined_exit([group.code for group in groups])
+    print("scripts/test: " + ", ".join(f"{g.name} exit {g.code} in {g.seconds:.0f} s" for g in groups)
+          + f" -> exit {code}", flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
