@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""pytest for ./scripts/test: with no test path among the arguments, two pytest processes at
-once — the container tests (tests/container: docker builds and container runs, mostly
-waiting on dockerd and I/O) and the rest of tests/ (CPU-bound) — instead of one after the
+"""pytest for ./scripts/test: with no test path among the arguments, pytest processes at once
+— the container tests (tests/container: docker builds and container runs, mostly waiting on
+dockerd and I/O) and the rest of tests/ in two halves (`groups`) — instead of one after the
 other. With a test path (`./scripts/test tests/board -k lease`) or HIL_TEST_SERIAL=1, one
 plain pytest run, as before.
 
-Both get every argument (`-q`, `--full`, `--durations=25`, `-k`...). Their lines are streamed
+Each gets every argument (`-q`, `--full`, `--durations=25`, `-k`...). Their lines are streamed
 as they come, prefixed with the group's name; each process's closing report (FAILURES, the
 durations, the short summary) is held back and printed whole, unprefixed, when that process
-ends. The exit code is pytest's: 0 when both passed (or one collected nothing: `-k` may
-select tests of one group only), 5 when neither collected a test, else the worse failure.
+ends. The exit code is pytest's: 0 when all passed (or some collected nothing: `-k` may
+select tests of one group only), 5 when none collected a test, else the worst failure.
 
 usage: parallel-pytest.py [PYTEST_ARGS...]   (run from the repository root)
 """
@@ -25,8 +25,19 @@ import threading
 import time
 from pathlib import Path
 
-GROUPS = (("container", ["tests/container"]), ("rest", ["tests", "--ignore=tests/container"]))
-"""(name, pytest paths) of the processes run at once."""
+SECOND_HALF = ("tests/board", "tests/pool", "tests/devicefarm", "tests/cases", "tests/virtual",
+               "tests/workflow")
+"""Folders that run as a third process, `rest-2`, beside `rest` (the rest of tests/): their
+tests wait a lot (boards' timeouts, probation, runner deadlines), so the two halves and the
+container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the durations of a
+whole run."""
+
+
+def groups() -> list[tuple[str, list[str]]]:
+    """(name, pytest paths) of the processes run at once; `rest-2` only where its folders exist."""
+    second = [path for path in SECOND_HALF if Path(path).is_dir()]
+    rest = ["tests", "--ignore=tests/container", *(f"--ignore={path}" for path in second)]
+    return [("container", ["tests/container"]), ("rest", rest)] + ([("rest-2", second)] if second else [])
 NO_TESTS = 5
 """pytest's exit code when it collected no test."""
 _REPORT = re.compile(r"^=+ (?!test session starts)\S.* =+$")
@@ -102,11 +113,12 @@ def main(args: list[str]) -> int:
     if test_paths(args) or os.environ.get("HIL_TEST_SERIAL"):
         os.execv(sys.executable, [sys.executable, "-m", "pytest", *args])  # noqa: S606 - no shell wanted
     lock = threading.Lock()
-    width = max(len(name) for name, _ in GROUPS)
-    groups = [_Group(name, paths, args, width, lock) for name, paths in GROUPS]
+    planned = groups()
+    width = max(len(name) for name, _ in planned)
+    running = [_Group(name, paths, args, width, lock) for name, paths in planned]
 
     def forward(signum: int, _frame: object) -> None:
-        for group in groups:
+        for group in running:
             if group.process.poll() is None:
                 group.process.send_signal(signum)
 
@@ -114,10 +126,10 @@ def main(args: list[str]) -> int:
     # Ctrl-C reaches the children from the terminal (one process group): each stops its session
     # and prints its report; forwarding it again would make it a second, hard interrupt.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for group in groups:
+    for group in running:
         group.thread.join()
-    code = combined_exit([group.code for group in groups])
-    print("scripts/test: " + ", ".join(f"{g.name} exit {g.code} in {g.seconds:.0f} s" for g in groups)
+    code = combined_exit([group.code for group in running])
+    print("scripts/test: " + ", ".join(f"{g.name} exit {g.code} in {g.seconds:.0f} s" for g in running)
           + f" -> exit {code}", flush=True)
     return code
 

@@ -59,9 +59,11 @@ def test_action_interface_is_the_documented_one():
     assert set(action["inputs"]) >= {
         "suite", "chipset", "boards", "inventory", "flow", "precision", "litecore-sdk",
         "litecore-api-key", "runner-path", "image", "junit-path", "shard", "timeout-minutes",
-        "on-no-board",
+        "on-no-board", "runner-profile", "adb-server", "board-wait", "retries", "filter", "args",
+        "localize", "cache-dir", "launcher", "wheelhouse", "labgrid-coordinator", "labgrid-tags",
     }
-    assert set(action["outputs"]) == {"junit-path", "results-path", "passed", "failed", "errors"}
+    assert set(action["outputs"]) == {"junit-path", "results-path", "passed", "failed", "errors",
+                                      "skipped", "xfail", "virtual", "summary-path"}
     assert action["inputs"]["on-no-board"]["default"] == "fail"
 
 

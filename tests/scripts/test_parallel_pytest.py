@@ -109,3 +109,16 @@ def test_exit_codes_combine_as_one_pytest_run_would():
     assert combined([0, 5]) == 0 and combined([5, 5]) == 5
     assert combined([1, 0]) == 1 and combined([5, 1]) == 1
     assert combined([2, 1]) == 2  # interrupted beats failed
+
+
+def test_the_second_half_runs_as_a_third_process_and_only_once(tree):
+    """tests/board (one of parallel-pytest's SECOND_HALF folders) runs in `rest-2`, at the same
+    time as the others, and `rest` leaves it out."""
+    (tree / "tests" / "board").mkdir()
+    body = (tree / "tests" / "test_cpu.py").read_text().replace("cpu", "half")
+    (tree / "tests" / "board" / "test_half.py").write_text(body)
+    done = run(tree, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    half, cpu = interval(tree, "half"), interval(tree, "cpu")
+    assert half[0] < cpu[1] and cpu[0] < half[1]
+    assert "rest-2 exit 0" in done.stdout and done.stdout.count("1 passed") == 3
