@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hil.devicefarm.session import FINAL_FILE, Session, pid_alive
+from hil.devicefarm.session import FINAL_FILE, Session
+from hil.pids import pid_alive
 
 PROG = "devicefarm-cli"
 START_S = 60.0

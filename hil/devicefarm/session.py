@@ -159,12 +159,3 @@ def read_message(conn: socket.socket) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ConnectionError("malformed reply")
     return message
-
-
-def pid_alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]

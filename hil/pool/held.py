@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from hil.board.adb import AdbBoard
 from hil.errors import InfraError
 from hil.interrupts import Stop, wait_until
+from hil.pids import pid_alive
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import BoardSource
@@ -118,7 +119,7 @@ class HeldBoard:
             if entry.virtual:
                 continue
             holder = holder_of(self.pool.servers.lease_key(entry))
-            if holder is not None and holder.pid != os.getpid() and _running(holder.pid):
+            if holder is not None and holder.pid != os.getpid() and pid_alive(holder.pid):
                 return (f"for {entry.name}: held by {holder.describe()}; up to "
                         f"{self.pool.options.board_wait_s:g} s")
         names = ", ".join(entry.name for entry in self.pool.entries) or "the board"
@@ -185,16 +186,3 @@ class HeldBoard:
 
     def has_work(self) -> bool:
         return not self.released.is_set()
-
-
-
-def _running(pid: int) -> bool:
-    """A process with this PID exists here (a lease file's holder killed with SIGKILL does
-    not: its record stays in the file, its lock went with it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

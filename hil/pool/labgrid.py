@@ -46,7 +46,6 @@ from hil.pool.labgrid_remote import (  # noqa: F401 - re-exported: the source's 
     coordinator_address,
     holder_alive,
     identity,
-    pid_alive,
 )
 from hil.runner.profiles import PROFILES
 

@@ -14,10 +14,10 @@ import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from hil.errors import InfraError, UsageError
+from hil.pids import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +58,6 @@ def holder_alive(holder: str, my_host: str) -> bool | None:
     if match is None or match["host"] != my_host:
         return None
     return pid_alive(int(match["pid"]))
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed child not yet reaped is a zombie: dead all the same
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
 
 
 class Coordinator:

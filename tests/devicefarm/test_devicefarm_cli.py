@@ -20,8 +20,9 @@ import pytest
 import torch
 
 from hil.board.lease import acquire, board_key
-from hil.devicefarm.session import Session, pid_alive, slug
+from hil.devicefarm.session import Session, slug
 from hil.errors import InfraError
+from hil.pids import pid_alive
 from hil.virtual.launcher import VirtualBoardProcess
 from tests.devicefarm.conftest import ROOT, cli_env, df, poll_assigned
 

@@ -138,3 +138,17 @@ def wait_until_warm(board: VirtualBoardProcess, timeout: float = 300.0) -> None:
     while "virtual executor warm in" not in board.log_path.read_text(errors="replace"):
         assert time.monotonic() < deadline, f"{board.address}: executor not warm in {timeout} s"
         time.sleep(0.2)
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (or is a zombie waiting to be reaped), within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False

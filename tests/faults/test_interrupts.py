@@ -11,20 +11,18 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import xmlschema
 from junitparser import JUnitXml
 
 from hil.virtual.main import READY_PREFIX
+from tests.junit_schema import assert_valid_junit
 
-from . import TINY, environment, tiny_copies, tiny_keys
+from . import TINY, environment, gone, tiny_copies, tiny_keys
 
 REPO = Path(__file__).resolve().parents[2]
-XSD = REPO / "tests" / "fixtures" / "junit-10.xsd"  # Jenkins' schema (MIT), vendored
 
 pytestmark = pytest.mark.slow  # two whole `hil run` processes
 
@@ -99,20 +97,6 @@ def hanging_board(board: BoardCli) -> BoardCli:
     return board
 
 
-def _gone(pid: int) -> bool:
-    """The process has ended (or is a zombie waiting to be reaped), within 10 s."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def start_run(board: BoardCli, out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "hil", "run", "--board", board.address, "--suite", str(TINY),
@@ -142,13 +126,7 @@ def valid_junit(path: Path) -> dict[str, str]:
         for case in suite:
             assert case.name not in outcome, f"{case.name} counted twice"
             outcome[case.name] = case.result[0].type if case.result else "pass"
-    tree = ET.parse(path)  # Jenkins' schema, minus junit-xml's known extensions
-    for element in tree.iter():
-        element.attrib.pop("disabled", None)
-        if element.tag == "testcase":
-            element.attrib.pop("file", None)
-            element.attrib.pop("line", None)
-    xmlschema.XMLSchema(str(XSD)).validate(ET.tostring(tree.getroot(), encoding="unicode"))
+    assert_valid_junit(path)
     return outcome
 
 
@@ -171,7 +149,7 @@ def test_a_stopped_run_exits_130_with_valid_reports_of_the_finished_cases(
     # the hung runner does not outlive hil (cleanup kills it by its recorded PID; the virtual
     # board also ends it with its shell when the connection closes), and the folder is gone
     hung = int(re.findall(r"enn_executor_runner pid (\d+): start", hanging_board.logcat())[-1])
-    assert _gone(hung), f"the hung runner (pid {hung}) is still running after hil exited"
+    assert gone(hung), f"the hung runner (pid {hung}) is still running after hil exited"
     assert not (hanging_board.root / "fs" / "data" / "local" / "tmp" / "hil" / results["run"]["id"]).exists()
 
 

@@ -31,6 +31,7 @@ from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from . import (
     board_entry,
     chain,
+    gone,
     lost_results,
     run_in_process,
     tiny_copies,
@@ -229,7 +230,7 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         started = set(re.findall(r"runner pid (\d+) started", console))
         exited = set(re.findall(r"runner pid (\d+) exited", console))
         (hung,) = started - exited
-        assert _gone(int(hung))
+        assert gone(int(hung))
     if row.fault.startswith("kernel panic"):  # named, with the UART lines; A rebooted and
         first = next(c for c in cases if chain(c) != "PASS")  # ran the other cases
         attempt = (first["earlier_attempts"] or [first])[0]
@@ -237,19 +238,6 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         assert "logcat" in attempt["logs"]
         assert {c["board"] for c in cases} == {"a"}
         assert all(c["verdict"] == "PASS" for c in cases if c is not first or c["earlier_attempts"])
-
-
-def _gone(pid: int) -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return True
-        if state in ("Z", "X"):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _describe(chains: dict[str, int]) -> str:
