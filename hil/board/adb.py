@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import adbutils
 
+from hil.attention import NeedsPerson
 from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
@@ -40,7 +41,7 @@ from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
 from hil.latency import stability
 from hil.latency_plan import NoiseControl
-from hil.runner.contract import STATISTICS_FILE, board_fault, parse_log
+from hil.runner.contract import ENN_NOT_USABLE, STATISTICS_FILE, board_fault, parse_log
 
 if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
     from hil.lower.artifact import Artifact
@@ -335,6 +336,8 @@ class AdbBoard:
         timed_out = supervised.deadline_hit or result.returncode == BACKSTOP_STATUS
         if result.returncode != 0 and logs and not timed_out:
             trouble = board_fault(logs[-1], result.returncode)
+            if trouble is not None and ENN_NOT_USABLE in trouble:
+                raise NeedsPerson(f"{self.name}: {trouble}")  # no reboot brings a library back
             if trouble is not None:
                 raise InfraError(f"{self.name}: {trouble}")
 

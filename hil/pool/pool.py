@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from hil.attention import NeedsPerson
 from hil.board.adb import AdbBoard
 from hil.board.inventory import InventoryEntry
 from hil.board.recovery import Recovery, Rung, first_rung
@@ -269,6 +270,12 @@ class BoardPool:
             counters.failed()
             if self.stop.is_set():
                 return  # interrupted: no recovery, the run is ending
+            if isinstance(error, NeedsPerson):  # e.g. ENN's library gone: no rung brings it back
+                log.error("%s: quarantined for the rest of the run (%s)", board.name, error)
+                with self._lock:
+                    self._live.pop(board.name, None)
+                self._note_recovery(board.name, live.recovery, quarantined=f"needs a person: {error}")
+                return
             start = first_rung(error)
             log.warning("%s: infrastructure error; recovery starts at %s", board.name, start.value)
             rung = live.recovery.recover(start)

@@ -290,6 +290,11 @@ def parse_log(text: str) -> RunnerLog:
     return RunnerLog(stage, method, fatal, tuple(errors), status, timing, tuple(enn))
 
 
+ENN_NOT_USABLE = "the board is not usable for ENN"
+"""How `board_fault` begins when ENN's library does not load: only a person (a vendor image
+with the library) fixes that, so the board is taken out at once (hil.attention.NeedsPerson)."""
+
+
 def board_fault(log: RunnerLog, status: int) -> str | None:
     """Why a failed invocation is the board's fault rather than the program's (an
     infrastructure error, retried elsewhere), or None. ENN's library that does not load
@@ -300,7 +305,7 @@ def board_fault(log: RunnerLog, status: int) -> str | None:
     lib = next((line for line in log.enn if ENN_LIB_NOT_LOADED in line), None)
     if lib is not None or LIB_LOAD_FAILED[1] in log.errors:
         why = lib.removeprefix("ERROR: ") if lib else LIB_LOAD_FAILED[1]
-        return (f"the board is not usable for ENN: libenn_public_api_cpp.so did not load ({why}); "
+        return (f"{ENN_NOT_USABLE}: libenn_public_api_cpp.so did not load ({why}); "
                 f"the runner then died (exit {status})")
     if log.fatal and log.fatal.startswith(ENN_INIT_FAILED[1]):
         return f"ENN did not initialise on the board: {log.fatal}"

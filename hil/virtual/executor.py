@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from hil.runner.profiles import PROFILES, RunnerProfile
 from hil.virtual import gflags
+from hil.virtual.device import VENDOR_LIB_PATH
 from hil.virtual.runner import (
     DeviceFs,
     Emit,
@@ -105,6 +106,10 @@ class WarmExecutor:
         self._programs = ProgramCache()
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
+    def _vendor_lib_present(self) -> bool:
+        """The board's filesystem still has ENN's library (a vendor partition can lose it)."""
+        return (self.fs_root / VENDOR_LIB_PATH.lstrip("/")).exists()
+
     def start(self) -> None:
         """Bind the socket and return; the runtime warms up and requests are served in
         background threads (requests arriving during warm-up wait for it)."""
@@ -149,7 +154,7 @@ class WarmExecutor:
                 cwd,
                 fs_root=self.fs_root,
                 profile=self.profile,
-                vendor_lib=self.vendor_lib,
+                vendor_lib=self.vendor_lib and self._vendor_lib_present(),
                 programs=self._programs,
                 cancelled=cancelled,
                 faults=faults,

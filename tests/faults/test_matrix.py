@@ -357,3 +357,39 @@ def test_a_board_that_stops_trusting_the_host_is_quarantined_at_once_with_the_hi
     assert entry["quarantined"].startswith("recovery failed")
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
     assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
+
+
+def test_a_board_whose_enn_library_stops_loading_is_out_at_once_and_its_cases_pass_elsewhere(
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
+) -> None:
+    """ENN's library gone from the vendor partition mid-run: the runner's `Lib load failed.`
+    and segfault are the board's (ERROR_INFRA, never FAIL_LOAD), no recovery step is tried (a
+    reboot does not bring a library back), and B runs the case again."""
+    a, b = boards["a"], boards["b"]
+    library = Path(a.root) / "fs" / "vendor" / "lib64" / "libenn_public_api_cpp.so"
+    kept = library.read_bytes()
+    cases = tiny_copies(6)
+    inventory = write_inventory(tmp_path / "inventory.yaml",
+                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
+    b.control("fault slow,delay=0.05")
+    gone_after: list[str] = []
+
+    def break_vendor_partition(_run: Any, record: dict[str, Any]) -> None:
+        if not gone_after:
+            gone_after.append(record["id"])
+            library.unlink()
+
+    try:
+        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=break_vendor_partition,
+                                   cases=cases, idle_timeout_s=IDLE_S)
+    finally:
+        library.write_bytes(kept)
+        _restore(adb_server, boards)
+    entry = _board(doc, "a")
+    assert entry["quarantined"].startswith("needs a person: a: the board is not usable for ENN")
+    assert entry.get("recovery", []) == []  # no rung was climbed
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
+    retried = [c for c in doc["cases"] if c["earlier_attempts"]]
+    assert retried and all(c["earlier_attempts"][0]["board"] == "a" and c["board"] == "b" for c in retried)
+    assert "Failed to load enn api library" in retried[0]["earlier_attempts"][0]["message"]
+    assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
