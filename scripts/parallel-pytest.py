@@ -33,11 +33,18 @@ container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the d
 whole run."""
 
 
+WAITING = ("tests/container", "tests/scripts/test_soak.py")
+"""The `container` process: docker's tests, and the soak, which waits on its boards' recoveries
+and probation most of its time (its load stays under 1)."""
+
+
 def groups() -> list[tuple[str, list[str]]]:
     """(name, pytest paths) of the processes run at once; `rest-2` only where its folders exist."""
     second = [path for path in SECOND_HALF if Path(path).is_dir()]
     rest = ["tests", "--ignore=tests/container", *(f"--ignore={path}" for path in second)]
-    return [("container", ["tests/container"]), ("rest", rest)] + ([("rest-2", second)] if second else [])
+    waiting = [path for path in WAITING if Path(path).exists()]
+    rest += [f"--ignore={path}" for path in waiting[1:]]
+    return [("container", waiting), ("rest", rest)] + ([("rest-2", second)] if second else [])
 NO_TESTS = 5
 """pytest's exit code when it collected no test."""
 _REPORT = re.compile(r"^=+ (?!test session starts)\S.* =+$")

@@ -41,6 +41,22 @@ def full_size(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--full"))
 
 
+KEPT_ARTIFACTS = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "exynos-hil" / "test-artifacts"
+"""Lowered artifacts kept between test sessions for the costliest lowering (the models suite's
+reduced models: minutes of CPU): the artifact cache's key is the case's definition and source,
+the flow, the chipset, torch's, ExecuTorch's and the SDK's versions and hil's lowering code, so a
+change to any of them lowers again. `--full` (the nightly job) always lowers from scratch."""
+
+
+@pytest.fixture(scope="session")
+def kept_artifact_cache(full_size: bool, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """KEPT_ARTIFACTS, or a fresh folder under --full."""
+    if full_size:
+        return tmp_path_factory.mktemp("artifacts-from-scratch")
+    KEPT_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return KEPT_ARTIFACTS
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_artifact_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every run in the tests uses one fresh artifact cache, never the user's."""

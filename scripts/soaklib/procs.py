@@ -47,6 +47,22 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
+def own_lifeline(cmdline: str) -> bool:
+    """The soak's own lifeline watcher (hil/lifeline.py, for the boards the soak started): it
+    lives as long as the soak, so it is not something hil left behind."""
+    return "lifeline.py" in cmdline and f" {os.getpid()}-" in f" {cmdline.rsplit(' ', 1)[-1]}"
+
+
+def settle_lifeline(pid: int, seconds: float = 10.0) -> None:
+    """Wait (bounded) until the lifeline watcher of process `pid`, which has exited, has ended
+    what that process left and exited itself."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(
+            "lifeline.py" in cmd and cmd.rsplit(" ", 1)[-1].startswith(f"{pid}-")
+            for cmd in descendants(os.getpid()).values()):
+        time.sleep(0.1)
+
+
 def become_subreaper() -> None:
     """Orphans of everything started below this process are re-parented to it, so nothing
     hil leaves behind escapes `descendants(os.getpid())`."""

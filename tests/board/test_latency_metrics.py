@@ -97,7 +97,9 @@ def test_a_failing_invocation_ends_a_looped_run_with_its_status(board, artifact,
                                                                  virtual_board) -> None:
     """The loop stops at the first invocation that fails and passes its exit status on, as the
     unrolled `&&` chain does."""
-    assert board.run_chain("/data/local/tmp/x", ["a.bin"], 40, 0, NoiseControl())[-1][:2] == ["sh", "-c"]
+    case_dir = f"{board.workdir}/c40"  # the folder board.run uses: the chain is looped there
+    looped = board.run_chain(case_dir, [f"{case_dir}/input_0.bin"], 40, 0, NoiseControl())
+    assert looped[-1][:2] == ["sh", "-c"]
     virtual_board.control("fault crash,after=30")
     execution = board.run(artifact, "c40", tmp_path / "out", iterations=40, warmup=0)
     assert execution.exit_code == 139

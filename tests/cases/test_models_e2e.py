@@ -5,7 +5,8 @@ same A8W8 cases with the board's `noise` fault: noise of a broken kernel's size 
 output's spread) fails every one, noise well below a quantization step (0.003 x) none.
 
 Three `hil run`s on the session's virtual board, sharing one artifact cache: the noisy runs
-lower nothing."""
+lower nothing. The cache is kept between sessions (tests/conftest.py KEPT_ARTIFACTS: minutes of
+lowering, keyed by everything lowering depends on); `--full` lowers from scratch."""
 
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ def _run(board, tmp: Path, cache: Path, *args: str) -> tuple[subprocess.Complete
 
 
 @pytest.fixture(scope="module")
-def runs(virtual_board, tmp_path_factory):
+def runs(virtual_board, tmp_path_factory, kept_artifact_cache):
     tmp = tmp_path_factory.mktemp("checkers")
-    cache = tmp / "cache"
+    cache = kept_artifact_cache
     clean = _run(virtual_board, tmp / "clean", cache, "--precision", "all")
     noisy = {}
     try:
