@@ -107,7 +107,8 @@ class WarmExecutor:
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     def _vendor_lib_present(self) -> bool:
-        """The board's filesystem still has ENN's library (a vendor partition can lose it)."""
+        """The board's filesystem still has ENN's library (a vendor partition can lose it);
+        asked only of a board's executor (with hooks), whose filesystem the board laid out."""
         return (self.fs_root / VENDOR_LIB_PATH.lstrip("/")).exists()
 
     def start(self) -> None:
@@ -154,7 +155,7 @@ class WarmExecutor:
                 cwd,
                 fs_root=self.fs_root,
                 profile=self.profile,
-                vendor_lib=self.vendor_lib and self._vendor_lib_present(),
+                vendor_lib=self.vendor_lib and (self.hooks is None or self._vendor_lib_present()),
                 programs=self._programs,
                 cancelled=cancelled,
                 faults=faults,

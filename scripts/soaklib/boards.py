@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
-from .procs import descendants, tcp_connections
+from .procs import descendants, live_lifeline, tcp_connections
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +104,11 @@ class Boards:
         return sum(1 for local, _remote, _inode in tcp_connections() if local in ports)
 
     def processes_inside(self) -> dict[int, str]:
-        """Processes running below the board processes (shells, runners)."""
+        """Processes running below the board processes (shells, runners); not a board's own
+        lifeline watcher (hil/lifeline.py), which lives as long as its board."""
         found: dict[int, str] = {}
         for board in self.processes.values():
-            found.update(descendants(board.pid))
+            found.update((pid, cmd) for pid, cmd in descendants(board.pid).items() if not live_lifeline(cmd))
         return found
 
     def pids(self) -> set[int]:

@@ -20,7 +20,7 @@ from .boards import Boards, Fired
 from .cases import FLOW, prepare_cases
 from .deck import SERVER_KILL, Dealer, Injection, is_state, kind_of
 from .hilrun import Event, Finished, HilRun
-from .procs import Sample, become_subreaper, descendants, own_lifeline, reap_orphans, settle_lifeline
+from .procs import Sample, become_subreaper, descendants, live_lifeline, reap_orphans, settle_lifelines
 
 log = logging.getLogger(__name__)
 
@@ -215,10 +215,10 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
 
             # what is left once hil has exited (the boards still run); hil's lifeline watcher
             # ends what hil left, then itself: give it its moment
-            settle_lifeline(hil.process.pid)
+            settle_lifelines()
             inside, board_pids = boards.processes_inside(), boards.pids()
             below_soak = {pid: cmd for pid, cmd in descendants(os.getpid()).items()
-                          if pid not in board_pids and pid not in inside and not own_lifeline(cmd)}
+                          if pid not in board_pids and pid not in inside and not live_lifeline(cmd)}
             left = sorted({**inside, **below_soak}.values())
             transports = boards.transports_open()
             fired = boards.fired()
@@ -232,8 +232,9 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
     finally:
         boards.stop()
     time.sleep(0.5)
+    settle_lifelines()
     reap_orphans()
-    left += sorted(cmd for cmd in descendants(os.getpid()).values() if not own_lifeline(cmd))
+    left += sorted(cmd for cmd in descendants(os.getpid()).values() if not live_lifeline(cmd))
     return Observed(
         seed=seed, planned=planned, out=out, board_names=boards.names, finished=hil.finished,
         events=hil.events, tracebacks=hil.tracebacks, results_write=hil.results_write,

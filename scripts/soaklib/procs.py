@@ -47,19 +47,27 @@ def descendants(root: int) -> dict[int, str]:
     return found
 
 
-def own_lifeline(cmdline: str) -> bool:
-    """The soak's own lifeline watcher (hil/lifeline.py, for the boards the soak started): it
-    lives as long as the soak, so it is not something hil left behind."""
-    return "lifeline.py" in cmdline and f" {os.getpid()}-" in f" {cmdline.rsplit(' ', 1)[-1]}"
+def live_lifeline(cmdline: str) -> bool:
+    """A lifeline watcher (hil/lifeline.py) whose owner still runs (the soak itself, a board
+    still up): it lives as long as its owner, so it is nothing left behind."""
+    if "lifeline.py" not in cmdline:
+        return False
+    owner = cmdline.rsplit(" ", 1)[-1].split("-", 1)[0]
+    state = _stat(int(owner)) if owner.isdigit() else None
+    return state is not None and state[1] not in ("Z", "X")
 
 
-def settle_lifeline(pid: int, seconds: float = 10.0) -> None:
-    """Wait (bounded) until the lifeline watcher of process `pid`, which has exited, has ended
-    what that process left and exited itself."""
+def settle_lifelines(seconds: float = 10.0) -> None:
+    """Wait (bounded) until every lifeline watcher below the soak whose owner has exited (hil,
+    a board) has ended what its owner left and exited itself: a watcher still there after that
+    is a leftover."""
+    def orphaned() -> bool:
+        return any("lifeline.py" in cmd and not live_lifeline(cmd)
+                   for cmd in descendants(os.getpid()).values())
+
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(
-            "lifeline.py" in cmd and cmd.rsplit(" ", 1)[-1].startswith(f"{pid}-")
-            for cmd in descendants(os.getpid()).values()):
+    while time.monotonic() < deadline and orphaned():
+        reap_orphans()  # the soak is their subreaper: a watcher waits for its owner's zombies
         time.sleep(0.1)
 
 
