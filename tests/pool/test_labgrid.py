@@ -135,6 +135,22 @@ def test_smoke_runs_on_both_places_and_gives_them_back(lab: LabgridLab, tmp_path
     assert "Reservation" not in lab.client("reservations")
 
 
+def test_a_place_and_a_virtual_board_make_one_pool(lab: LabgridLab, tmp_path: Path) -> None:
+    """A labgrid place and a board of the command line in one run: both come up in the pool,
+    the cases pass, and the place is given back."""
+    done = _hil_run(lab, tmp_path, "--board", "labgrid:soc=e9955", "--board", "virtual",
+                    "--suite", str(TINY), "--flow", "portable")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = _results(tmp_path)
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * 3
+    boards = doc["run"]["boards"]
+    assert not [b for b in boards if "error" in b], boards
+    assert sorted(bool(b.get("labgrid")) for b in boards) == [False, True]
+    assert [b["name"] for b in boards if not b.get("labgrid")] == ["virtual-0"]
+    assert doc["run"]["usable_boards"] == 2
+    _all_free(lab)
+
+
 def test_two_hosts_never_share_a_place(lab: LabgridLab, tmp_path: Path) -> None:
     runs = [_hil_run(lab, tmp_path / host, "--board", "labgrid:soc=e9955*2", "--suite", str(TINY),
                      "--flow", "portable", "--board-wait", "120",
