@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 TOKEN_ENV = "HIL_LIFELINE"  # noqa: S105 - a variable name, no secret
@@ -71,6 +71,21 @@ def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     tokens = env.get(TOKEN_ENV, "").split()
     env[TOKEN_ENV] = " ".join([*tokens, _start()])
     return env
+
+
+@contextlib.contextmanager
+def tied_environ() -> Iterator[None]:
+    """While inside, this process's own environment carries its token: for children it does not
+    start with an `env` of its own (multiprocessing's spawned workers, which read os.environ)."""
+    before = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = child_env()[TOKEN_ENV]
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(TOKEN_ENV, None)
+        else:
+            os.environ[TOKEN_ENV] = before
 
 
 def tokens_of(pid: int) -> set[str]:

@@ -14,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from pathlib import Path
 
+from hil import lifeline
 from hil.cases.case import Case
 from hil.interrupts import Stop
 from hil.lower.artifact import Artifact
@@ -120,10 +121,11 @@ def lower_cases(
                 return
             yield outcome(index, _lower_one(*args(index, case, key)))
         return
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-    futures: dict[Future, int] = {
-        pool.submit(_lower_one, *args(index, case, key)): index for index, case, key in todo
-    }
+    with lifeline.tied_environ():  # the workers die with this process, even after a SIGKILL
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        futures: dict[Future, int] = {
+            pool.submit(_lower_one, *args(index, case, key)): index for index, case, key in todo
+        }
     try:
         while futures:
             if stop is not None and stop.is_set():

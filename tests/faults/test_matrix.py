@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,28 +327,43 @@ def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
                         "quarantined, health check, back", "0"])
 
 
+def _powered_a_and_slow_b(boards: dict[str, Any], tmp_path: Path) -> Path:
+    """An inventory of A (console, power control) and B, B slowed so that A takes cases too."""
+    boards["b"].control("fault slow,delay=0.05")
+    return write_inventory(tmp_path / "inventory.yaml",
+                           [board_entry("a", boards["a"], boards["console"], power=True),
+                            board_entry("b", boards["b"])])
+
+
+def _after_first_case(action: Callable[[], object]) -> Callable[[Any, dict[str, Any]], None]:
+    """A run's on_record that does `action` once, when the first case has finished."""
+    done: list[bool] = []
+
+    def fire(_run: Any, _record: dict[str, Any]) -> None:
+        if not done:
+            done.append(True)
+            action()
+
+    return fire
+
+
 def test_a_board_that_stops_trusting_the_host_is_quarantined_at_once_with_the_hint(
     boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`unauthorized` needs a person: no reboot or power cycle is tried (A has power control),
     the board is quarantined after the reconnect that found it, with the RSA-key hint."""
     monkeypatch.setattr(hil.pool.health, "PROBATION_S", 0.2)
-    a, b = boards["a"], boards["b"]
+    a = boards["a"]
     cases = tiny_copies(6)
-    inventory = write_inventory(tmp_path / "inventory.yaml",
-                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
-    b.control("fault slow,delay=0.05")
-    armed: list[str] = []
+    inventory = _powered_a_and_slow_b(boards, tmp_path)
 
-    def distrust(_run: Any, record: dict[str, Any]) -> None:
-        if not armed:  # A is up and trusted the host; from now on it refuses the key
-            armed.append(record["id"])
-            a.control("fault auth-refused")
-            a.control("fault drop,on=exec")
+    def distrust() -> None:  # A is up and trusted the host; from now on it refuses the key
+        a.control("fault auth-refused")
+        a.control("fault drop,on=exec")
 
     try:
-        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=distrust, cases=cases,
-                                   idle_timeout_s=IDLE_S)
+        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=_after_first_case(distrust),
+                                   cases=cases, idle_timeout_s=IDLE_S)
     finally:
         _restore(adb_server, boards)
     entry = _board(doc, "a")
@@ -365,22 +380,12 @@ def test_a_board_whose_enn_library_stops_loading_is_out_at_once_and_its_cases_pa
     """ENN's library gone from the vendor partition mid-run: the runner's `Lib load failed.`
     and segfault are the board's (ERROR_INFRA, never FAIL_LOAD), no recovery step is tried (a
     reboot does not bring a library back), and B runs the case again."""
-    a, b = boards["a"], boards["b"]
-    library = Path(a.root) / "fs" / "vendor" / "lib64" / "libenn_public_api_cpp.so"
+    library = Path(boards["a"].root) / "fs" / "vendor" / "lib64" / "libenn_public_api_cpp.so"
     kept = library.read_bytes()
     cases = tiny_copies(6)
-    inventory = write_inventory(tmp_path / "inventory.yaml",
-                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
-    b.control("fault slow,delay=0.05")
-    gone_after: list[str] = []
-
-    def break_vendor_partition(_run: Any, record: dict[str, Any]) -> None:
-        if not gone_after:
-            gone_after.append(record["id"])
-            library.unlink()
-
+    inventory = _powered_a_and_slow_b(boards, tmp_path)
     try:
-        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=break_vendor_partition,
+        _run, doc = run_in_process(inventory, tmp_path / "out", on_record=_after_first_case(library.unlink),
                                    cases=cases, idle_timeout_s=IDLE_S)
     finally:
         library.write_bytes(kept)
