@@ -135,14 +135,19 @@ def load_lab_inventory(path: Path) -> tuple[list[InventoryEntry], list[LabgridRe
     return entries, requests
 
 
-def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridRequest:
-    """`{name, labgrid: {place: NAME} | {tags: {K: V}, count: N}, chipset?, runner_profile?}`."""
+def _named(path: Path, index: int, item: dict[str, Any]) -> tuple[str, Where]:
+    """An entry's checked `name`, and where its errors point from then on."""
     where = Where(path, f"boards[{index}]")
     name = _text(where, item, "name", required=True)
     assert name is not None
     if not NAME.match(name):
         raise where.error("name", f"{name!r}: letters, digits, '.', '_' and '-' only (<= 64)")
-    where = Where(path, f"boards[{index}] ({name})")
+    return name, Where(path, f"boards[{index}] ({name})")
+
+
+def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridRequest:
+    """`{name, labgrid: {place: NAME} | {tags: {K: V}, count: N}, chipset?, runner_profile?}`."""
+    name, where = _named(path, index, item)
     unknown = set(item) - _LABGRID_FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], "not for a labgrid entry (allowed: "
@@ -185,14 +190,9 @@ def _text(where: Where, item: dict[str, Any], field: str, required: bool) -> str
 
 
 def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
-    where = Where(path, f"boards[{index}]")
     if not isinstance(item, dict):
-        raise where.error("entry", "expected a mapping")
-    name = _text(where, item, "name", required=True)
-    assert name is not None
-    if not NAME.match(name):
-        raise where.error("name", f"{name!r}: letters, digits, '.', '_' and '-' only (<= 64)")
-    where = Where(path, f"boards[{index}] ({name})")
+        raise Where(path, f"boards[{index}]").error("entry", "expected a mapping")
+    name, where = _named(path, index, item)
     unknown = set(item) - _FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_FIELDS))})")
