@@ -4,12 +4,18 @@
 case ok ───────────────► in_a_row = 0, good += 1 (GOOD_STREAK forgets earlier quarantines)
 infrastructure error ──► recovery ladder (hil/board/recovery.py)
    ladder ran out, or QUARANTINE_AFTER errors in a row ──► quarantined
-quarantined ──► sits out PROBATION_S x 2^(quarantines-1) ──► health check
-   passed ──► back in the run        failed ──► wait doubles; HEALTH_CHECKS failures: out for good
+quarantined ──► sits out min(PROBATION_S x 2^(quarantines-1), PROBATION_MAX_S) ──► health check
+   passed ──► back in the run at once
+   failed ──► wait doubles (up to PROBATION_MAX_S); HEALTH_CHECKS failures in a row: out for the run
 ```
 
 A board whose ladder ran out while no other board is live or on probation is out at once:
 nobody waits for a dead last board (the run reports what is left).
+
+The guarantees: a board that stays broken fails its health checks and is out for the run
+after HEALTH_CHECKS of them (it eats no case: a board on probation takes none); a board that
+flaps (passes its checks, fails its cases) costs at most QUARANTINE_AFTER attempts per
+PROBATION_MAX_S, each retried on another board, until GOOD_STREAK cases in a row clear it.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ RECOVERY_FAILED = "recovery failed"
 QUARANTINE_AFTER = 2
 """Consecutive infrastructure errors after which a board is taken out of the run, even when
 the recovery ladder brought it back each time (it then gets a health check later)."""
-PROBATION_S = 30.0
-"""How long a board quarantined for infrastructure errors in a row stays out before its
-health check; doubled for each later quarantine of the same board and each failed check."""
+PROBATION_S = 5.0
+"""How long a quarantined board first stays out before its health check; doubled for each
+later quarantine of the same board (until GOOD_STREAK) and each failed check, up to
+PROBATION_MAX_S. (Chosen from the soak: see POLICY_DATA.)"""
+PROBATION_MAX_S = 60.0
+"""The longest sit-out before a health check (the doubling's cap)."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run."""
 GOOD_STREAK = 10
@@ -66,4 +75,9 @@ class BoardHealth:
         """Count a quarantine; the first wait before its health check (seconds)."""
         self.quarantines += 1
         self.in_a_row = 0
-        return PROBATION_S * 2 ** (self.quarantines - 1)
+        return min(PROBATION_S * 2.0 ** min(self.quarantines - 1, 32), PROBATION_MAX_S)
+
+
+def next_wait(wait_s: float) -> float:
+    """The wait before the next health check after one failed."""
+    return min(wait_s * 2, PROBATION_MAX_S)

@@ -34,6 +34,7 @@ from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, wait_all, wait_until
 from hil.pool import health
 from hil.pool.bringup import LiveBoard, PoolOptions, bring_up
+from hil.pool.capacity import CapacityLedger
 from hil.pool.sources import BoardSource
 from hil.runner.profiles import BoardRunner
 
@@ -89,6 +90,8 @@ class BoardPool:
         self.usable = 0
         """Boards that came up."""
         self.records: list[dict[str, Any]] = []
+        self.capacity = CapacityLedger()
+        """Board-seconds in and out of the run (recovering, quarantined, on probation)."""
         self._lock = threading.Lock()
         self._opened: list[BoardSource] = []
         self._starting = 0
@@ -231,6 +234,7 @@ class BoardPool:
                     if live is not None:
                         self._live[name] = self._boards[name] = live
                         self.usable += 1
+                        self.capacity.joined(name)
                         self.records.append({**live.record, **self._lab_fields(entry)})
                         self._changed({"virtual": any(b.get("virtual") for b in self.records)})
                     if self._starting == 0:
@@ -270,6 +274,7 @@ class BoardPool:
             counters.failed()
             if self.stop.is_set():
                 return  # interrupted: no recovery, the run is ending
+            self.capacity.out(board.name)
             if isinstance(error, NeedsPerson):  # e.g. ENN's library gone: no rung brings it back
                 log.error("%s: quarantined for the rest of the run (%s)", board.name, error)
                 with self._lock:
@@ -285,13 +290,15 @@ class BoardPool:
                 wait_s = counters.quarantined()
                 if not self._quarantine(live, why, rung is not Rung.QUARANTINED, wait_s, dispatcher):
                     return
+            self.capacity.back(board.name)
 
     def _quarantine(self, live: LiveBoard, why: str, reachable: bool, wait_s: float,
                     dispatcher: Dispatcher) -> bool:
         """Take the board out. While other boards carry the run or may come back, or when it
-        still answers (`reachable`), it sits out `wait_s` (doubled per failed check), then gets
-        a health check: True when it passed and the board is back; False when it is out for
-        good (health.HEALTH_CHECKS failed, nothing left to do, or a dead last board)."""
+        still answers (`reachable`), it sits out `wait_s` (doubled per failed check, up to
+        health.PROBATION_MAX_S), then gets a health check: True when it passed and the board is
+        back at once; False when it is out for good (health.HEALTH_CHECKS failed in a row,
+        nothing left to do, or a dead last board)."""
         name = live.board.name
         with self._lock:
             others = bool((set(self._live) | self._probation) - {name})
@@ -319,8 +326,8 @@ class BoardPool:
                     with self._lock:
                         self._live[name] = live
                     return True
-                log.error("%s: health check failed: %s", name, problem)
-                wait_s *= 2
+                wait_s = health.next_wait(wait_s)
+                log.error("%s: health check failed: %s; next in %g s", name, problem, wait_s)
             why = f"{why}; {health.HEALTH_CHECKS} health checks failed"
             log.error("%s: quarantined for the rest of the run (%s)", name, why)
             self._note_recovery(name, live.recovery, quarantined=why)
@@ -412,6 +419,17 @@ class BoardPool:
 
     def _board_record(self, name: str) -> dict[str, Any] | None:
         return next((entry for entry in self.records if entry.get("name") == name), None)
+
+    def capacity_lost(self) -> dict[str, Any]:
+        """`run.capacity_lost` until now; each board record's `board_seconds_out` brought up
+        to date (the records are announced)."""
+        out = self.capacity.board_seconds_out()
+        with self._lock:
+            for entry in self.records:
+                if entry.get("name") in out:
+                    entry["board_seconds_out"] = round(out[entry["name"]], 1)
+            self._changed({})
+        return self.capacity.figures()
 
     def _note_recovery(self, name: str, recovery: Recovery, quarantined: str | None = None) -> None:
         with self._lock:

@@ -39,10 +39,11 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 3
+VERSION = 4
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
-cases carry `memory` and `board_state` (docs/results-json.md)."""
-READABLE_VERSIONS = (1, 2, 3)
+cases carry `memory` and `board_state` (docs/results-json.md). 4: `run.capacity_lost` and each
+board record's `board_seconds_out` (optional: the capacity lost to recovery)."""
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
@@ -405,7 +406,7 @@ _OBJECT_LIST = (list, dict)
 RUN_FIELD_TYPES: dict[str, Any] = {
     "boards": _OBJECT_LIST, "command": list, "usable_boards": int, "shard": str, "id": str,
     "status": str, "flow": str, "chipset": str, "virtual": bool, "merged_from": _OBJECT_LIST,
-    "planned": list, "missing_shards": list,
+    "planned": list, "missing_shards": list, "capacity_lost": dict,
 }
 """The types of the run fields the renderings read (None is allowed for each)."""
 CASE_FIELD_TYPES: dict[str, Any] = {

@@ -198,8 +198,23 @@ def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None
     usable = sum(not b.get("error") for b in boards)
     head = ["### Boards", "", f"{usable} of {len(boards)} usable at the start "
             f"(run.usable_boards: {run.get('usable_boards')}).", "",
-            *_table_head(columns, {"cases"})]
+            *_capacity_line(run), *_table_head(columns, {"cases"})]
     return _Section(head, rows, "board rows")
+
+
+def _capacity_line(run: dict[str, Any]) -> list[str]:
+    """`run.capacity_lost` as one line and a blank one (none when the run has no such field)."""
+    lost = run.get("capacity_lost")
+    if not isinstance(lost, dict) or not isinstance(lost.get("board_seconds"), (int, float)):
+        return []
+    per_board = ", ".join(f"{cell(b.get('name'))} {b['board_seconds_out']:.0f} s"
+                          for b in run.get("boards") or []
+                          if isinstance(b, dict) and isinstance(b.get("board_seconds_out"), (int, float))
+                          and b["board_seconds_out"] > 0)
+    return [f"Capacity lost to recovery: {lost.get('board_seconds_out', 0):.0f} of "
+            f"{lost['board_seconds']:.0f} board-seconds out of the run "
+            f"({100 * (lost.get('fraction') or 0):.1f} %)"
+            + (f" — {per_board}." if per_board else "."), ""]
 
 
 def _tolerance(case: dict[str, Any]) -> str:

@@ -120,12 +120,14 @@ class Run:
                     self.pool.wait_done()
                 if self.stop.is_set():
                     self.interrupted = True
+                    self.recorder.update_run(capacity_lost=self.pool.capacity_lost())
                     self.recorder.close("interrupted")  # before the boards and servers stop
                     self.pool.wind_down(INTERRUPT_CLEANUP_S)  # they clean up while servers run
                     return self.records
                 if failure:
                     raise failure[0]
                 self._fail_leftovers(self._no_board("no usable board left to run it"))
+                self.recorder.update_run(capacity_lost=self.pool.capacity_lost())
                 self.recorder.close("complete")
         except UsageError:
             self.recorder.close("refused")

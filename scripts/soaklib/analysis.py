@@ -81,11 +81,16 @@ def figures(seen: Observed) -> dict[str, Any]:  # noqa: C901 - one figure after 
             "recoveries": sum(1 for e in seen.events if e.kind == "recovery" and e.board == name),
             "cases": sum(1 for c in cases if c.get("board") == name),
             "error": entry.get("error"),
+            "board_seconds_out": entry.get("board_seconds_out"),
+            "health_checks": [(p.get("out_s"), p.get("health_check") == "passed")
+                              for p in entry.get("probation") or [] if isinstance(p, dict)],
         }
     report["boards"] = boards
     report["boards_not_usable"] = {n: b["error"] for n, b in boards.items() if b["error"]}
     report["boards_quarantined"] = sum(1 for b in boards.values() if b["quarantined"])
     report["boards_came_back"] = sum(1 for b in boards.values() if b["came_back"])
+    report["quarantines"] = sum(len(b["quarantined"]) for b in boards.values())
+    report["capacity_lost"] = document["run"].get("capacity_lost")
 
     attempts = attempts_of(cases)
     fates = fault_fates(seen.injections, seen.fired, attempts)
