@@ -133,7 +133,22 @@ def merge_results(inputs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[str, An
     )
     if missing:
         run["missing_shards"] = missing
+    run.pop("capacity_lost", None)
+    lost = _capacity_lost(runs)
+    if lost is not None:
+        run["capacity_lost"] = lost
     return {**first, "run": run, "cases": cases, "totals": totals(cases)}
+
+
+def _capacity_lost(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The inputs' `capacity_lost` summed (None when no input has one: runs before schema 4)."""
+    known = [r["capacity_lost"] for r in runs if isinstance(r.get("capacity_lost"), dict)]
+    if not known:
+        return None
+    out = sum(float(k.get("board_seconds_out") or 0) for k in known)
+    total = sum(float(k.get("board_seconds") or 0) for k in known)
+    return {"board_seconds_out": round(out, 3), "board_seconds": round(total, 3),
+            "fraction": round(out / total, 4) if total > 0 else 0.0}
 
 
 def _usable_boards(runs: list[dict[str, Any]]) -> int | None:

@@ -80,6 +80,21 @@ def test_usable_boards_of_a_merge_counts_distinct_boards(tmp_path: Path) -> None
     assert load_results(out)["run"]["usable_boards"] is None
 
 
+def test_the_capacity_lost_of_a_merge_is_its_shards_summed(tmp_path: Path) -> None:
+    paths = _shards(tmp_path)
+    for path, (out_s, total_s) in zip(paths[:2], [(10.0, 100.0), (30.0, 300.0)], strict=True):
+        document = load_results(path)
+        document["run"]["capacity_lost"] = {"board_seconds_out": out_s, "board_seconds": total_s,
+                                            "fraction": out_s / total_s}
+        save_results(document, path)
+    out = tmp_path / "merged.json"
+    main(["merge", *map(str, paths), "--out", str(out)])  # the third shard is from before it
+    assert load_results(out)["run"]["capacity_lost"] == {
+        "board_seconds_out": 40.0, "board_seconds": 400.0, "fraction": 0.1}
+    main(["merge", str(paths[2]), "--out", str(out)])
+    assert "capacity_lost" not in load_results(out)["run"]
+
+
 def test_a_missing_or_unfinished_shard_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first, second, _ = _shards(tmp_path)
     document = load_results(second)

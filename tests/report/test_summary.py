@@ -108,3 +108,13 @@ def test_tiny_budgets_drop_sections_then_everything() -> None:
     assert len(header_only.encode()) <= 1200
     assert "### Reproduce" in header_only and "<details>" not in header_only
     assert render_summary(results, limit_bytes=100) == ""
+
+
+def test_the_capacity_lost_to_recovery_is_one_line_above_the_boards_and_absent_from_older_runs() -> None:
+    document = sample_results()
+    assert "Capacity lost" not in render_summary(document)  # a results.json before version 4
+    document["run"]["boards"] = [{"name": "a", "board_seconds_out": 30.4}, {"name": "b", "board_seconds_out": 0}]
+    document["run"]["capacity_lost"] = {"board_seconds_out": 30.4, "board_seconds": 400.0, "fraction": 0.076}
+    boards = _section(render_summary(document), "### Boards")
+    assert ("Capacity lost to recovery: 30 of 400 board-seconds out of the run (7.6 %) — a 30 s."
+            in boards)
