@@ -53,18 +53,21 @@ class CapacityLedger:
 
     def board_seconds_out(self) -> dict[str, float]:
         """Each board's seconds out of the run until now (a board out now: until now)."""
-        now = self._clock()
-        with self._lock:
-            return {name: round(spent + (now - self._out_since[name] if name in self._out_since else 0.0), 3)
-                    for name, spent in self._out_s.items()}
+        return self.snapshot()[0]
 
     def figures(self) -> dict[str, Any]:
-        """`run.capacity_lost`: board-seconds out of the run, board-seconds of the run (every
-        board that came up, from then until now) and their ratio."""
-        out = self.board_seconds_out()
-        now = self._clock()
+        """`run.capacity_lost` until now: board-seconds out of the run, board-seconds of the
+        run (every board that came up, from then until now) and their ratio."""
+        return self.snapshot()[1]
+
+    def snapshot(self) -> tuple[dict[str, float], dict[str, Any]]:
+        """`board_seconds_out` and `figures` at one moment (they agree)."""
         with self._lock:
+            now = self._clock()
+            out = {name: spent + (now - self._out_since[name] if name in self._out_since else 0.0)
+                   for name, spent in self._out_s.items()}
             total = sum(now - since for since in self._since.values())
         spent = min(sum(out.values()), total)
-        return {"board_seconds_out": round(spent, 3), "board_seconds": round(total, 3),
-                "fraction": round(spent / total, 4) if total > 0 else 0.0}
+        return ({name: round(seconds, 3) for name, seconds in out.items()},
+                {"board_seconds_out": round(spent, 3), "board_seconds": round(total, 3),
+                 "fraction": round(spent / total, 4) if total > 0 else 0.0})

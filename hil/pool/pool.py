@@ -423,13 +423,13 @@ class BoardPool:
     def capacity_lost(self) -> dict[str, Any]:
         """`run.capacity_lost` until now; each board record's `board_seconds_out` brought up
         to date (the records are announced)."""
-        out = self.capacity.board_seconds_out()
+        out, figures = self.capacity.snapshot()
         with self._lock:
             for entry in self.records:
                 if entry.get("name") in out:
                     entry["board_seconds_out"] = round(out[entry["name"]], 1)
             self._changed({})
-        return self.capacity.figures()
+        return figures
 
     def _note_recovery(self, name: str, recovery: Recovery, quarantined: str | None = None) -> None:
         with self._lock:
