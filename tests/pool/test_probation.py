@@ -79,7 +79,7 @@ def test_a_board_whose_health_check_passes_takes_cases_again_after_the_short_pro
     assert [c["earlier_attempts"][0]["board"] for c in failed_on_a] == ["a", "a"]
     back_after = max(c["earlier_attempts"][0]["finished"] for c in failed_on_a)
     after = [c for c in doc["cases"] if c["board"] == "a" and c["started"] > back_after]
-    assert len(after) >= len(cases) // 4, (len(after), len(cases))  # a full member of the run again
+    assert len(after) >= 3, (len(after), len(cases))  # a member of the run again, not a last try
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
     assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
     lost = _assert_capacity_consistent(doc)
