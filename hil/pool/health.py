@@ -28,20 +28,25 @@ QUARANTINE_AFTER = 2
 """Consecutive infrastructure errors after which a board is taken out of the run, even when
 the recovery ladder brought it back each time (it then gets a health check later)."""
 # The numbers below come from the soak (scripts/soak.py --cases 3000 --boards 4
-# --chaos-rate 0.03 --seed 20261201, 152 faults of every kind) on the policy before them
-# (first probation 30 s, doubling without a cap): 16 quarantines on 4 boards (1 to 6 each:
-# 9 for 2 errors in a row, after a drop, freeze, reboot or the adb server's death; 7 for a
-# ladder that ran out while a state fault held: auth-refused, wrong-chipset, readonly-data);
-# 15 of their 16 health checks passed at the first try, 30-34 s after the quarantine, and
-# the 16th (the adb server just killed) at the second. Every one of those 30 s waits was
-# capacity lost: boards in the run fell to 2.4-2.7 in three deciles (mean 3.1 of 4). What
-# holds a board out in the soak lasts seconds: a state fault holds 3-10 s (from its
-# injection, mostly spent on the ladder already), a ladder took at most 11 s.
+# --chaos-rate 0.03 --seed 20261201: 152 faults of every kind) on the policy before them
+# (first probation 30 s, doubling without a cap): 15 quarantines on 4 boards (1 to 6 each;
+# 9 for 2 errors in a row, after a drop, freeze, reboot or the adb server's death, 6 for a
+# ladder that ran out while a state fault held: auth-refused, wrong-chipset, readonly-data).
+# 14 came back at their first health check, 30-34 s out; the 15th (its check met the adb
+# server just killed) at its second, 92 s out. Those waits were capacity lost: boards in
+# the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4); of about 760 board-seconds
+# out of the run (a third of the run's), 530 were the waits, the rest the ladders. What holds
+# a board out in the soak lasts seconds: a state fault holds 3-10 s from its injection, a
+# ladder took at most 11 s.
+# With the numbers below, the same soak: 14 quarantines, 13 back at their first check (5-6 s
+# out, one 10.5 s: a second quarantine within GOOD_STREAK), one at its second (16 s out);
+# boards in the run 3.2-4.0 per decile (mean 3.7); capacity_lost 22 % (297 of 1,350
+# board-seconds, 94 of them probation, the rest ladders); 0 lost, 0 unhandled.
 PROBATION_S = 5.0
 """How long a quarantined board first stays out before its health check; doubled for each
 later quarantine of the same board (until GOOD_STREAK) and each failed check, up to
-PROBATION_MAX_S. 5 s: past the soak's longest state faults once the ladder has run, and
-checks at 5, 15 and 35 s cover a board that needs a person's minute before it is given up."""
+PROBATION_MAX_S. 5 s: past the soak's state faults once the ladder has run; a board that is
+still sick gets its checks at about 5, 15 and 35 s out before it is given up."""
 PROBATION_MAX_S = 60.0
 """The longest sit-out before a health check (the doubling's cap): a board that flaps
 (passes its check, fails its cases) costs the run at most QUARANTINE_AFTER attempts a minute."""
