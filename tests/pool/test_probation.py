@@ -28,6 +28,8 @@ pytestmark = pytest.mark.slow  # two boards and two whole runs: about 20 s
 B_CASE_S = 0.4
 """Board B's extra time per inference (a `slow,on=exec` fault): B alone takes the run past
 A's probation, so A has cases left when it is back."""
+PATIENT = {"timeout_s": 30.0, "idle_timeout_s": 10.0}
+"""Deadlines no loaded CI machine reaches: the only infrastructure errors are the faults'."""
 
 
 @pytest.fixture(scope="module")
@@ -71,14 +73,14 @@ def test_a_board_whose_health_check_passes_takes_cases_again_after_the_short_pro
     # the policy's own first probation (not shortened here): B alone needs about twice as long
     cases = tiny_copies(math.ceil(2 * health.PROBATION_S / B_CASE_S))
     boards["a"].control("fault drop,on=exec,times=2")  # two infrastructure errors in a row, then fine
-    _run, doc = run_in_process(lab, tmp_path / "out", cases=cases, idle_timeout_s=3.0)
+    _run, doc = run_in_process(lab, tmp_path / "out", cases=cases, **PATIENT)
     entry = _board(doc, "a")
     assert [(p["why"], p["back"]) for p in entry["probation"]] == [("2 infrastructure errors in a row", True)]
     assert "quarantined" not in entry
-    failed_on_a = [c for c in doc["cases"] if c["earlier_attempts"]]
-    assert [c["earlier_attempts"][0]["board"] for c in failed_on_a] == ["a", "a"]
-    back_after = max(c["earlier_attempts"][0]["finished"] for c in failed_on_a)
-    after = [c for c in doc["cases"] if c["board"] == "a" and c["started"] > back_after]
+    failed_on_a = sorted(a["finished"] for c in doc["cases"] for a in c["earlier_attempts"] or []
+                         if a["board"] == "a")
+    quarantined_after = failed_on_a[1]  # the fault's two errors in a row
+    after = [c for c in doc["cases"] if c["board"] == "a" and c["started"] > quarantined_after]
     assert len(after) >= 3, (len(after), len(cases))  # a member of the run again, not a last try
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
     assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
@@ -101,7 +103,7 @@ def test_a_board_whose_health_checks_keep_failing_stays_out_and_its_cases_go_to_
             armed.append(True)
             boards["a"].control("fault readonly-data")
 
-    _run, doc = run_in_process(lab, tmp_path / "out", on_record=break_a, cases=cases, idle_timeout_s=3.0)
+    _run, doc = run_in_process(lab, tmp_path / "out", on_record=break_a, cases=cases, **PATIENT)
     entry = _board(doc, "a")
     checks = entry["probation"]
     assert len(checks) == health.HEALTH_CHECKS and not any(p["back"] for p in checks), checks
