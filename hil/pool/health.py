@@ -38,21 +38,23 @@ the recovery ladder brought it back each time (it then gets a health check later
 # out of the run (a third of the run's), 530 were the waits, the rest the ladders. What holds
 # a board out in the soak lasts seconds: a state fault holds 3-10 s from its injection, a
 # ladder took at most 11 s.
-# With the numbers below, the same soak: 14 quarantines, 13 back at their first check (5-6 s
-# out, one 10.5 s: a second quarantine within GOOD_STREAK), one at its second (16 s out);
-# boards in the run 3.2-4.0 per decile (mean 3.7); capacity_lost 22 % (297 of 1,350
-# board-seconds, 94 of them probation, the rest ladders); 0 lost, 0 unhandled.
-PROBATION_S = 5.0
+# A first probation of 5 s (checks at 5, 15, 35 s out), twice: 14 and 12 quarantines, 23 of
+# 26 back at their first check (5-8 s out; 10-17 s for a repeat within GOOD_STREAK), the
+# other 3 at their second (16 s out), boards in the run 3.2-4.0 and 2.9-4.0 per decile
+# (mean 3.7 both), 0 lost, 0 unhandled; the 2.9: a readonly-data dealt to two boards at once,
+# both quarantined a second later, both checks at 5 s still read-only, both back only at
+# 16 s. Hence 3 s, doubling: checks at about 3, 9 and 21 s out, the second one past the
+# longest hold. The cost of a short probation is a flapping board's, and the cap bounds it.
+PROBATION_S = 3.0
 """How long a quarantined board first stays out before its health check; doubled for each
 later quarantine of the same board (until GOOD_STREAK) and each failed check, up to
-PROBATION_MAX_S. 5 s: past the soak's state faults once the ladder has run; a board that is
-still sick gets its checks at about 5, 15 and 35 s out before it is given up."""
+PROBATION_MAX_S."""
 PROBATION_MAX_S = 60.0
 """The longest sit-out before a health check (the doubling's cap): a board that flaps
 (passes its check, fails its cases) costs the run at most QUARANTINE_AFTER attempts a minute."""
 HEALTH_CHECKS = 3
 """Failed health checks in a row after which a quarantined board stays out of the run (at the
-waits above: after about 35 s out plus the checks' own time)."""
+waits above: about 21 s out plus the checks' own time, each a climb of the recovery ladder)."""
 GOOD_STREAK = 10
 """Cases in a row without an infrastructure error after which a board's earlier quarantines
 no longer lengthen the next one."""

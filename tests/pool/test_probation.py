@@ -70,8 +70,8 @@ def _assert_capacity_consistent(doc: dict[str, Any]) -> dict[str, Any]:
 def test_a_board_whose_health_check_passes_takes_cases_again_after_the_short_probation(
     boards: dict[str, VirtualBoardProcess], lab: Path, tmp_path: Path
 ) -> None:
-    # the policy's own first probation (not shortened here): B alone needs about twice as long
-    cases = tiny_copies(math.ceil(2 * health.PROBATION_S / B_CASE_S))
+    # the policy's own first probation (not shortened here): B alone needs three times as long
+    cases = tiny_copies(math.ceil(3 * health.PROBATION_S / B_CASE_S))
     boards["a"].control("fault drop,on=exec,times=2")  # two infrastructure errors in a row, then fine
     _run, doc = run_in_process(lab, tmp_path / "out", cases=cases, **PATIENT)
     entry = _board(doc, "a")
