@@ -295,8 +295,8 @@ class BoardPool:
     def _quarantine(self, live: LiveBoard, why: str, reachable: bool, wait_s: float,
                     dispatcher: Dispatcher) -> bool:
         """Take the board out. While other boards carry the run or may come back, or when it
-        still answers (`reachable`), it sits out `wait_s` (doubled per failed check, up to
-        health.PROBATION_MAX_S), then gets a health check: True when it passed and the board is
+        still answers (`reachable`), it sits out `wait_s` (then health.check_wait's after each
+        failed check), then gets a health check: True when it passed and the board is
         back at once; False when it is out for good (health.HEALTH_CHECKS failed in a row,
         nothing left to do, or a dead last board)."""
         name = live.board.name
@@ -315,7 +315,8 @@ class BoardPool:
             self._probation.add(name)
         out_since = time.monotonic()
         try:
-            for _check in range(health.HEALTH_CHECKS):
+            first_wait_s = wait_s
+            for check in range(health.HEALTH_CHECKS):
                 if not self._sit_out(wait_s, dispatcher):
                     return False  # the run is over, or has nothing left for this board
                 problem = self._health_problem(live)
@@ -326,7 +327,7 @@ class BoardPool:
                     with self._lock:
                         self._live[name] = live
                     return True
-                wait_s = health.next_wait(wait_s)
+                wait_s = health.check_wait(first_wait_s, check + 1)
                 log.error("%s: health check failed: %s; next in %g s", name, problem, wait_s)
             why = f"{why}; {health.HEALTH_CHECKS} health checks failed"
             log.error("%s: quarantined for the rest of the run (%s)", name, why)

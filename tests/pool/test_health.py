@@ -26,12 +26,11 @@ def test_a_first_quarantine_is_the_short_probation_and_the_doubling_is_capped() 
     assert waits[1] == 2 * health.PROBATION_S
     assert max(waits) == waits[-1] == health.PROBATION_MAX_S  # reached, never passed
     assert waits == sorted(waits)
-    # a failed health check doubles the wait, up to the same cap
-    after_checks = [health.PROBATION_S]
-    for _ in range(12):
-        after_checks.append(health.next_wait(after_checks[-1]))
-    assert after_checks[1] == 2 * health.PROBATION_S
+    # after a failed health check the same wait once, then doubling, up to the same cap
+    after_checks = [health.PROBATION_S, *(health.check_wait(health.PROBATION_S, failed) for failed in range(1, 13))]
+    assert after_checks[:3] == [health.PROBATION_S, health.PROBATION_S, 2 * health.PROBATION_S]
     assert max(after_checks) == after_checks[-1] == health.PROBATION_MAX_S
+    assert after_checks == sorted(after_checks)
 
 
 def test_a_good_streak_brings_the_next_quarantine_back_to_the_short_probation() -> None:
