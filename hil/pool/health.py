@@ -52,7 +52,7 @@ the recovery ladder brought it back each time (it then gets a health check later
 # from the third, and a fourth check before a board is given up (at about 24 s out). The
 # cost of a short probation is a flapping board's, and the cap bounds it. With these numbers
 # (load average 41 at the start, 13 at the end): 14 quarantines, every board back (first
-# checks passed 10 of 14; the rest at their second or third check, 6.4-9.4 s out); boards in
+# checks passed 9 of 14; the other 5 at their second check, 6.8-9.4 s out); boards in
 # the run 3.5-4.0 per decile (mean 3.8); capacity_lost 22.5 % (307 of 1,361 board-seconds,
 # about 72 of them probation, the rest ladders); 0 lost, 0 unhandled; the soak 551 s (main's
 # policy: 746 and 822 s, at load 1-21 and 17-24).
