@@ -35,7 +35,8 @@ the recovery ladder brought it back each time (it then gets a health check later
 # ladder that ran out while a state fault held: auth-refused, wrong-chipset, readonly-data).
 # 14 came back at their first health check, 30-34 s out; the 15th (its check met the adb
 # server just killed) at its second, 92 s out. Those waits were capacity lost: boards in
-# the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4); of about 760 board-seconds
+# the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4; a second run: 2.1, 3.0); of
+# about 760 board-seconds
 # out of the run (a third of the run's), 530 were the waits, the rest the ladders. What holds
 # a board out in the soak lasts seconds: a state fault holds 3-10 s from its injection, a
 # ladder took at most 11 s.
@@ -58,8 +59,8 @@ the recovery ladder brought it back each time (it then gets a health check later
 # policy: 746 and 822 s, at load 1-21 and 17-24).
 PROBATION_S = 3.0
 """How long a quarantined board first stays out before its health check; doubled for each
-later quarantine of the same board (until GOOD_STREAK) and each failed check, up to
-PROBATION_MAX_S."""
+later quarantine of the same board (until GOOD_STREAK), up to PROBATION_MAX_S; after a failed
+check, `check_wait`."""
 PROBATION_MAX_S = 60.0
 """The longest sit-out before a health check (the doubling's cap): a board that flaps
 (passes its check, fails its cases) costs the run at most QUARANTINE_AFTER attempts a minute."""
