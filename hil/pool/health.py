@@ -35,9 +35,9 @@ the recovery ladder brought it back each time (it then gets a health check later
 # ladder that ran out while a state fault held: auth-refused, wrong-chipset, readonly-data).
 # 14 came back at their first health check, 30-34 s out; the 15th (its check met the adb
 # server just killed) at its second, 92 s out. Those waits were capacity lost: boards in
-# the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4; a second run: 2.1, 3.0); of
-# about 760 board-seconds
-# out of the run (a third of the run's), 530 were the waits, the rest the ladders. What holds
+# the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4; a second run: 2.1, 3.0);
+# of about 760 board-seconds out of the run (a third of the run's), 530 were the waits, the
+# rest the ladders. What holds
 # a board out in the soak lasts seconds: a state fault holds 3-10 s from its injection, a
 # ladder took at most 11 s.
 # A first probation of 5 s (checks at 5, 15, 35 s out), twice: 14 and 12 quarantines, 23 of
