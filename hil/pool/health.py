@@ -38,8 +38,7 @@ the recovery ladder brought it back each time (it then gets a health check later
 # the run under 3 in five deciles (2.4 at worst, mean 3.1 of 4; a second run: 2.1, 3.0);
 # of about 760 board-seconds out of the run (a third of the run's), 530 were the waits, the
 # rest the ladders. What holds a board out in the soak lasts seconds: a state fault holds
-# 3-10 s from its injection, a
-# ladder took at most 11 s.
+# 3-10 s from its injection, a ladder took at most 11 s.
 # A first probation of 5 s (checks at 5, 15, 35 s out), twice: 14 and 12 quarantines, 23 of
 # 26 back at their first check (5-8 s out; 10-17 s for a repeat within GOOD_STREAK), the
 # other 3 at their second (16 s out), boards in the run 3.2-4.0 and 2.9-4.0 per decile
