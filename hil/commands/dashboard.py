@@ -32,7 +32,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     min_delta_ms = parse_min_delta(args.min_delta_ms)
     out = writable(args.out, "--out", folder=True)
     assert out is not None
-    runs = [model.check_started(Path(p), load_results(Path(p))) for p in args.inputs]
+    runs = [model.dated_run(Path(p), load_results(Path(p))) for p in args.inputs]
     board = model.build(runs, threshold, min_delta_ms)
     path = page.write(board, out)
     sys.stdout.write(f"dashboard: {path} ({len(board.nights)} night(s), {len(runs)} run(s), "

@@ -50,7 +50,7 @@ def trend_svg(lane: Lane, nights: Sequence[tuple[str, dict[str, Any]]], flags: S
     figure, _ = trend_figure(inputs)
     axes = figure.axes[0]
     position = {night: x for x, (night, _) in enumerate(nights)}
-    rings = [(position[f.night], f.latency_ms[1]) for f in flags if f.night in position]
+    rings = [(position[f.night], f.latency_ms[1]) for f in flags if f.night in position and f.key in chosen]
     if rings:
         axes.scatter([x for x, _ in rings], [y for _, y in rings], s=220, facecolors="none",
                      edgecolors="red", linewidths=2, zorder=5, label="latency regression (hil compare)")

@@ -61,12 +61,20 @@ class Run:
         return str(self.document["run"].get("flow") or "?")
 
 
-def check_started(path: Path, document: dict[str, Any]) -> Run:
-    """A Run of a loaded document; UsageError naming the file when it has no start date."""
+CASE_FIELDS = ("suite", "precision", "id", "verdict", "board", "latency_ms", "outputs",
+               "localization", "expected", "actual_verdict", "message")
+"""The case fields the dashboard reads (`hil compare`'s among them); logs, details and
+earlier attempts are let go at once: twenty nights of a lab's sweep stay in memory."""
+
+
+def dated_run(path: Path, document: dict[str, Any]) -> Run:
+    """The Run of a loaded document, its cases cut to CASE_FIELDS; UsageError naming the file
+    when it has no start date."""
     started = document["run"].get("started")
     if not isinstance(started, str) or len(started) < 10 or started[4] != "-":
         raise UsageError(f"{path}: field 'run.started' is {started!r}, expected an ISO 8601 time")
-    return Run(Path(path), document)
+    cases = [{name: case[name] for name in CASE_FIELDS if name in case} for case in document["cases"]]
+    return Run(Path(path), {**document, "cases": cases})
 
 
 @dataclass

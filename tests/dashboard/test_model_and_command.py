@@ -63,7 +63,7 @@ def test_flags_are_hil_compares_latency_regressions_night_against_the_previous_o
         cases = [case("ops", precision, name, "PASS", latency_ms=_latency(base * (factor if name == "a" else 1)))
                  for precision in ("fp32", "a8w8") for name, base in slow.items()]
         paths.append(_run(tmp_path, f"n{day}", f"2026-11-2{day}T02:17:00Z", cases))
-    runs = [model.check_started(p, load_results(p)) for p in paths]
+    runs = [model.dated_run(p, load_results(p)) for p in paths]
     board = model.build(runs)
     assert {(f.night, f.lane[2], f.key) for f in board.flags} == {
         ("2026-11-22", "fp32", "ops.fp32.a"), ("2026-11-22", "a8w8", "ops.a8w8.a")}
@@ -81,7 +81,7 @@ def test_unmerged_shards_of_a_night_are_one_cell_and_older_versions_are_read(tmp
     old["run"]["started"] = "2026-11-19T02:17:00Z"
     (tmp_path / "old.json").write_text(json.dumps(old))
     paths = [first, second, tmp_path / "old.json"]
-    board = model.build([model.check_started(p, load_results(p)) for p in paths])
+    board = model.build([model.dated_run(p, load_results(p)) for p in paths])
     cells = board.matrix[("smoke", "fp32", "E9955", "xnnpack")]
     assert cells["2026-11-20"].total == 2 and cells["2026-11-20"].failing == ["smoke.fp32.b: FAIL_RUN"]
     assert cells["2026-11-19"].state == "pass"
