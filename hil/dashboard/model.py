@@ -98,6 +98,11 @@ class Cell:
         return sum(n for v, n in self.counts.items() if Verdict(v).passed)
 
     @property
+    def known(self) -> int:
+        """Known failures (XFAIL) and skipped cases: neither passed nor failed."""
+        return self.counts[Verdict.XFAIL.value] + self.counts[Verdict.SKIP.value]
+
+    @property
     def total(self) -> int:
         return sum(self.counts.values())
 
@@ -314,8 +319,10 @@ def summary_line(board: Dashboard, night: str) -> str:
     passed = sum(cell.passed for _, cell in cells)
     failed = sum(cell.failed for _, cell in cells)
     errors = sum(cell.errors for _, cell in cells)
+    known = sum(cell.known for _, cell in cells)
     chipsets = ", ".join(sorted({f"{r.chipset}/{r.flow}" for r in runs}))
-    parts = [f"{len(runs)} run(s) ({chipsets}): {total} cases, {passed} passed"]
+    parts = [f"{len(runs)} run(s) ({chipsets}): {total} cases, {passed} passed"
+             + (f", {known} known failure(s) or skipped" if known else "")]
     if failed:
         where = [f"{chipset} {precision} {suite}" for (suite, precision, chipset, _), cell in cells
                  if cell.failed]

@@ -93,6 +93,7 @@ def render(board: Dashboard) -> str:
                  "cells": [(night, cells.get(night)) for night in board.nights]}
                 for (suite, precision, chipset, flow), cells in board.matrix.items()],
         flags=[_flag_row(flag) for flag in board.flags],
+        notes=any(flag.notes for flag in board.flags),
         latency=latency,
         movers=board.movers,
         movers_svg=Markup(charts.movers_svg(board.movers, SQNR_DROP_DB)),  # noqa: S704
