@@ -57,6 +57,8 @@ class Chromium:
             read, write = os.dup(to_browser_read), os.dup(from_browser_write)  # never clobbered
             os.dup2(read, 3)
             os.dup2(write, 4)
+            os.set_inheritable(3, True)  # dup2 onto itself (read == 3) keeps close-on-exec
+            os.set_inheritable(4, True)
 
         self.process = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
