@@ -29,6 +29,7 @@ COMMANDS = {
     "report": ("hil.commands.results", "cmd_report"),
     "merge": ("hil.commands.results", "cmd_merge"),
     "compare": ("hil.commands.results", "cmd_compare"),
+    "dashboard": ("hil.commands.dashboard", "cmd_dashboard"),
     "doctor": ("hil.doctor", "command"),
     "replicate": ("hil.replicate", "command"),
     "virtual-board": ("hil.virtual.main", "run"),
@@ -210,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--allow-missing", action="store_true",
                          help="cases of BASE missing from NEW do not fail the comparison "
                               "(default: they do, exit 1)")
+
+    dashboard = sub.add_parser("dashboard", help="a static page over many nights' results.json "
+                                                 "(open OUT/index.html from disk)")
+    from hil.commands.dashboard import add_arguments as add_dashboard_arguments
+
+    add_dashboard_arguments(dashboard)
 
     boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
     boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")
