@@ -9,6 +9,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ import adbutils
 import pytest
 
 from hil.adbserver import AdbServer
+from hil.errors import UsageError
+from hil.virtual.faults import Fault, parse_fault
 from hil.virtual.images import build_properties
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
@@ -43,7 +46,7 @@ def device(adb_server: AdbServer, board: VirtualBoardProcess) -> Iterator[adbuti
     board.control("fault clear", applied_within=5.0)
     if _state(adb_server.client.device(board.address)) != "device":
         board.control("power cycle", applied_within=5.0)
-        _on_adb(adb_server, board)
+        _on_adb(adb_server, board, fresh=True)
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -60,7 +63,12 @@ def _state(device: adbutils.AdbDevice) -> str:
         return str(exc)
 
 
-def _on_adb(adb_server: AdbServer, board: VirtualBoardProcess) -> adbutils.AdbDevice:
+def _on_adb(adb_server: AdbServer, board: VirtualBoardProcess, fresh: bool = False
+            ) -> adbutils.AdbDevice:
+    """The board, booted, on adb; `fresh`: forget its old connection first (the adb server
+    retries a lost one only after a back-off of seconds)."""
+    if fresh:
+        adb_server.disconnect(board.address)
     device = adb_server.connect(board.address, timeout=20.0)
     _wait_for(lambda: device.shell("getprop sys.boot_completed") == "1", 10.0, "boot completed")
     return device
@@ -80,11 +88,15 @@ def _listens(board: VirtualBoardProcess) -> bool:
 
 
 def _to_bootloader(adb_server: AdbServer, board: VirtualBoardProcess,
-                   device: adbutils.AdbDevice) -> None:
-    """`adb reboot bootloader`, then wait until fastboot listens."""
-    connection = device.open_transport()
-    connection.send_command("reboot:bootloader")
-    connection.check_okay()
+                   device: adbutils.AdbDevice, via_shell: bool = False) -> None:
+    """`adb reboot bootloader` (`via_shell`: `adb shell reboot bootloader`), then wait until
+    fastboot listens."""
+    if via_shell:
+        device.shell("reboot bootloader", timeout=10)
+    else:
+        connection = device.open_transport()
+        connection.send_command("reboot:bootloader")
+        connection.check_okay()
     _wait_for(lambda: _state(device) != "device", 5.0, "the board to leave adb")
     adb_server.disconnect(board.address)
     _wait_for(lambda: _listens(board), 5.0, "fastboot to listen")
@@ -94,6 +106,16 @@ def _fastboot(board: VirtualBoardProcess, *args: str) -> subprocess.CompletedPro
     assert board.fastboot is not None
     return subprocess.run(["fastboot", "-s", board.fastboot, *args], capture_output=True,
                           text=True, timeout=30)
+
+
+def _sparse(raw_block: bytes, fill: bytes, fill_blocks: int, skip_blocks: int) -> bytes:
+    """An Android sparse image (AOSP system/core/libsparse/sparse_format.h) of 4 KiB blocks:
+    one raw block, `fill_blocks` filled with `fill`, `skip_blocks` don't-care."""
+    blocks = 1 + fill_blocks + skip_blocks
+    header = struct.pack("<IHHHHIIII", 0xED26FF3A, 1, 0, 28, 12, 4096, blocks, 3, 0)
+    return (header + struct.pack("<HHII", 0xCAC1, 0, 1, 12 + 4096) + raw_block
+            + struct.pack("<HHII", 0xCAC2, 0, fill_blocks, 16) + fill
+            + struct.pack("<HHII", 0xCAC3, 0, skip_blocks, 12))
 
 
 class _Raw:
@@ -175,14 +197,17 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     incremental = build_properties(images, "hil_virtual", "hil_virtual")["ro.build.version.incremental"]
     assert device.shell("getprop ro.build.version.incremental") == incremental
 
-    _to_bootloader(adb_server, board, device)  # an image set without a build.prop: derived
-    system.write_bytes(b"another system\n")
+    # an image set without a build.prop: its build is derived; the system image goes sparse
+    _to_bootloader(adb_server, board, device, via_shell=True)
+    raw = b"another system\n".ljust(4096, b"\0") + b"\xa5" * 8192 + bytes(4096)
+    system.write_bytes(_sparse(raw[:4096], b"\xa5" * 4, 2, 1))
     assert _fastboot(board, "flash", "system", str(system)).returncode == 0
+    assert (board.root / "flash" / "system.img").read_bytes() == raw
     assert _fastboot(board, "reboot-bootloader").returncode == 0
     _wait_for(lambda: _listens(board), 5.0, "the bootloader again")
     assert _fastboot(board, "reboot").returncode == 0
     device = _on_adb(adb_server, board)
-    images["system"] = system.read_bytes()
+    images["system"] = raw
     expected = build_properties(images, "hil_virtual", "hil_virtual")["ro.build.fingerprint"]
     assert device.shell("getprop ro.build.fingerprint") == expected != FINGERPRINT
 
@@ -221,7 +246,7 @@ def test_no_bootloader_fault_leaves_the_board_nowhere_until_power_cycled(
     _wait_for(lambda: "fault no-bootloader" in _board_log(board), 5.0, "the fault")
     assert not _listens(board)
     board.control("power cycle", applied_within=5.0)
-    _on_adb(adb_server, board)
+    _on_adb(adb_server, board, fresh=True)
 
 
 def test_download_hang_fault_hangs_the_bootloader_until_power_cycled(
@@ -243,7 +268,7 @@ def test_download_hang_fault_hangs_the_bootloader_until_power_cycled(
     host.sock.close()
     later.sock.close()
     board.control("power cycle", applied_within=5.0)
-    _on_adb(adb_server, board)
+    _on_adb(adb_server, board, fresh=True)
 
 
 def test_broken_vendor_fault_is_cured_by_flashing_vendor(
@@ -254,8 +279,7 @@ def test_broken_vendor_fault_is_cured_by_flashing_vendor(
     assert "No such file" in device.shell(f"ls {lib} 2>&1")
     device.shell("reboot", timeout=10)  # a reboot does not cure it
     _wait_for(lambda: _state(device) != "device", 5.0, "the board to reboot")
-    adb_server.disconnect(board.address)
-    device = _on_adb(adb_server, board)
+    device = _on_adb(adb_server, board, fresh=True)
     assert "No such file" in device.shell(f"ls {lib} 2>&1")
     _to_bootloader(adb_server, board, device)
     image = tmp_path / "vendor.img"
@@ -268,3 +292,24 @@ def test_broken_vendor_fault_is_cured_by_flashing_vendor(
 
 def _board_log(board: VirtualBoardProcess) -> str:
     return board.log_path.read_text(errors="replace")
+
+
+def test_bootloader_fault_specs_parse_and_refuse_bad_fields() -> None:
+    assert parse_fault("flash-fail,partition=vendor") == Fault("flash-fail", on="flash", path="vendor", times=0)
+    assert parse_fault("flash-fail,times=1").times == 1
+    assert parse_fault("broken-vendor").path == "vendor"
+    assert parse_fault("wrong-product,product=erd9955").product == "erd9955"
+    assert parse_fault("download-hang") == Fault("download-hang", on="download")
+    for spec, field in (("flash-fail,partition=a/b", "partition="), ("no-bootloader,x=1", "'x=1'"),
+                        ("wrong-product,product=", "product=")):
+        with pytest.raises(UsageError, match=field):
+            parse_fault(spec)
+
+
+def test_fastboot_port_in_adbs_emulator_range_is_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hil.virtual.main", "--root", str(tmp_path / "b"),
+         "--fastboot-port", "5560"], capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 3
+    assert "--fastboot-port 5560" in done.stderr and "Traceback" not in done.stderr
