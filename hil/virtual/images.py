@@ -20,8 +20,9 @@ its build from them (`build_properties`), the way a real board's `ro.build.*` co
 for E9955), the board's `ro.hardware` / `ro.board.platform` too.
 
 Sparse images (AOSP's libsparse format, `system/core/libsparse/sparse_format.h`: what the
-fastboot client sends for an image bigger than `max-download-size`, or an image built sparse)
-are expanded before they are stored.
+fastboot client sends for an image bigger than `max-download-size`, in pieces, or an image
+built sparse) are written chunk by chunk: their "don't care" blocks keep what the partition
+held, as a bootloader's sparse write does.
 """
 
 from __future__ import annotations
@@ -97,8 +98,10 @@ def build_properties(images: Mapping[str, bytes], name: str, device: str,
     return props
 
 
-def unsparse(data: bytes) -> bytes:
-    """The raw image of an Android sparse image (ImageError when it is malformed)."""
+def unsparse(data: bytes, previous: bytes = b"") -> bytes:
+    """The partition's contents after writing the Android sparse image `data` over `previous`
+    (its "don't care" blocks keep `previous`, zeros past its end); ImageError when `data` is
+    malformed."""
     try:
         (_, major, _, header_size, chunk_header_size, block_size, blocks, chunks,
          _) = _SPARSE_HEADER.unpack_from(data)
@@ -112,6 +115,8 @@ def unsparse(data: bytes) -> bytes:
         if offset + chunk_header_size > len(data):
             raise ImageError("sparse image: truncated")
         kind, _, chunk_blocks, total = _CHUNK_HEADER.unpack_from(data, offset)
+        if total < chunk_header_size or offset + total > len(data):
+            raise ImageError("sparse image: truncated")
         body = data[offset + chunk_header_size:offset + total]
         offset += total
         size = chunk_blocks * block_size
@@ -120,7 +125,7 @@ def unsparse(data: bytes) -> bytes:
         elif kind == _CHUNK_FILL and len(body) == 4:
             out += body * (size // 4)
         elif kind == _CHUNK_DONT_CARE:
-            out += bytes(size)
+            out += previous[len(out):len(out) + size].ljust(size, b"\0")
         elif kind != _CHUNK_CRC32:
             raise ImageError(f"sparse image: bad chunk {kind:#x}")
     if len(out) != blocks * block_size:
@@ -152,7 +157,8 @@ class FlashStore:
         """Write `data` (raw or sparse) to `partition`; returns the bytes written."""
         self.check(partition)
         if is_sparse(data):
-            data = unsparse(data)
+            path = self.path(partition)
+            data = unsparse(data, path.read_bytes() if path.is_file() else b"")
         if len(data) > PARTITIONS[partition]:
             raise ImageError(f"image too large for partition '{partition}' "
                              f"({len(data)} > {PARTITIONS[partition]} bytes)")

@@ -20,7 +20,7 @@ import pytest
 from hil.adbserver import AdbServer
 from hil.errors import UsageError
 from hil.virtual.faults import Fault, parse_fault
-from hil.virtual.images import build_properties
+from hil.virtual.images import ImageError, build_properties, unsparse
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 # in CI (scripts/setup installs fastboot) a missing client fails the module instead
@@ -39,14 +39,29 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProc
 
 
 @pytest.fixture
-def device(adb_server: AdbServer, board: VirtualBoardProcess) -> Iterator[adbutils.AdbDevice]:
-    """The board on adb, booted; afterwards without faults and back on adb (a power cycle
-    when a test left it elsewhere)."""
-    yield _on_adb(adb_server, board)
+def device(adb_server: AdbServer, board: VirtualBoardProcess) -> adbutils.AdbDevice:
+    """The board without faults, on adb and booted (a power cycle when a test left it
+    elsewhere)."""
     board.control("fault clear", applied_within=5.0)
-    if _state(adb_server.client.device(board.address)) != "device":
+    if _state(adb_server.client.device(board.address)) == "device":
+        return _on_adb(adb_server, board)
+    board.control("power cycle", applied_within=5.0)
+    return _on_adb(adb_server, board, fresh=True)
+
+
+@pytest.fixture
+def bootloader(adb_server: AdbServer, board: VirtualBoardProcess) -> None:
+    """The board without faults, in its bootloader (where the test before may have left it:
+    the tests that only need the bootloader share one visit)."""
+    board.control("fault clear", applied_within=5.0)
+    if _answers(board):
+        return
+    if _state(adb_server.client.device(board.address)) == "device":
+        device = _on_adb(adb_server, board)
+    else:
         board.control("power cycle", applied_within=5.0)
-        _on_adb(adb_server, board, fresh=True)
+        device = _on_adb(adb_server, board, fresh=True)
+    _to_bootloader(adb_server, board, device)
 
 
 def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -77,6 +92,16 @@ def _on_adb(adb_server: AdbServer, board: VirtualBoardProcess, fresh: bool = Fal
 def _endpoint(board: VirtualBoardProcess) -> tuple[str, int]:
     assert board.fastboot is not None and board.fastboot.startswith("tcp:127.0.0.1:")
     return "127.0.0.1", int(board.fastboot.rsplit(":", 1)[1])
+
+
+def _answers(board: VirtualBoardProcess) -> bool:
+    """Whether fastboot listens and answers the handshake (a hung bootloader does not)."""
+    try:
+        with socket.create_connection(_endpoint(board), timeout=1.0) as sock:
+            sock.sendall(b"FB01")
+            return sock.recv(4) == b"FB01"
+    except OSError:
+        return False
 
 
 def _listens(board: VirtualBoardProcess) -> bool:
@@ -149,10 +174,7 @@ def test_no_fastboot_while_on_adb(device: adbutils.AdbDevice, board: VirtualBoar
     assert not _listens(board)
 
 
-def test_raw_handshake_framing_and_failures(
-    adb_server: AdbServer, board: VirtualBoardProcess, device: adbutils.AdbDevice
-) -> None:
-    _to_bootloader(adb_server, board, device)
+def test_raw_handshake_framing_and_failures(board: VirtualBoardProcess, bootloader: None) -> None:
     host = _Raw(board)
     assert host.handshake() == b"FB01"
     host.send(b"getvar:version")
@@ -176,11 +198,33 @@ def test_raw_handshake_framing_and_failures(
     bad.sock.close()
 
 
-def test_real_client_flashes_two_images_and_the_board_boots_their_build(
-    adb_server: AdbServer, board: VirtualBoardProcess, device: adbutils.AdbDevice, tmp_path: Path
+def test_flash_fail_fault_fails_only_its_partition(
+    board: VirtualBoardProcess, bootloader: None, tmp_path: Path
 ) -> None:
-    _to_bootloader(adb_server, board, device)
+    board.control("fault flash-fail,partition=vendor", applied_within=5.0)
+    image = tmp_path / "vendor.img"
+    image.write_bytes(b"vendor v2\n")
+    failed = _fastboot(board, "flash", "vendor", str(image))
+    assert failed.returncode != 0 and "flash write failure" in failed.stderr
+    assert not (board.root / "flash" / "vendor.img").exists()
+    assert _fastboot(board, "flash", "dtbo", str(image)).returncode == 0
+
+
+def test_wrong_product_fault(board: VirtualBoardProcess, bootloader: None) -> None:
+    board.control("fault wrong-product", applied_within=5.0)
+    assert _fastboot(board, "getvar", "product").stderr.startswith("product: s5e9965")
+    board.control("fault clear wrong-product", applied_within=5.0)
+    board.control("fault wrong-product,product=universal1234", applied_within=5.0)
+    assert _fastboot(board, "getvar", "product").stderr.startswith("product: universal1234")
+
+
+def test_real_client_flashes_two_images_and_the_board_boots_their_build(
+    adb_server: AdbServer, board: VirtualBoardProcess, bootloader: None, tmp_path: Path
+) -> None:
     assert _fastboot(board, "getvar", "product").stderr.startswith("product: s5e9955")
+    for stale in (board.root / "flash").glob("*.img"):  # what earlier tests flashed
+        assert _fastboot(board, "erase", stale.stem).returncode == 0
+    assert not list((board.root / "flash").glob("*.img"))
     boot = tmp_path / "boot.img"
     boot.write_bytes(bytes(range(256)) * 1000)
     system = tmp_path / "system.img"
@@ -210,30 +254,6 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     images["system"] = raw
     expected = build_properties(images, "hil_virtual", "hil_virtual")["ro.build.fingerprint"]
     assert device.shell("getprop ro.build.fingerprint") == expected != FINGERPRINT
-
-
-def test_flash_fail_fault_fails_only_its_partition(
-    adb_server: AdbServer, board: VirtualBoardProcess, device: adbutils.AdbDevice, tmp_path: Path
-) -> None:
-    board.control("fault flash-fail,partition=vendor", applied_within=5.0)
-    _to_bootloader(adb_server, board, device)
-    image = tmp_path / "vendor.img"
-    image.write_bytes(b"vendor v2\n")
-    failed = _fastboot(board, "flash", "vendor", str(image))
-    assert failed.returncode != 0 and "flash write failure" in failed.stderr
-    assert not (board.root / "flash" / "vendor.img").exists()
-    assert _fastboot(board, "flash", "dtbo", str(image)).returncode == 0
-
-
-def test_wrong_product_fault(
-    adb_server: AdbServer, board: VirtualBoardProcess, device: adbutils.AdbDevice
-) -> None:
-    _to_bootloader(adb_server, board, device)
-    board.control("fault wrong-product", applied_within=5.0)
-    assert _fastboot(board, "getvar", "product").stderr.startswith("product: s5e9965")
-    board.control("fault clear wrong-product", applied_within=5.0)
-    board.control("fault wrong-product,product=universal1234", applied_within=5.0)
-    assert _fastboot(board, "getvar", "product").stderr.startswith("product: universal1234")
 
 
 def test_no_bootloader_fault_leaves_the_board_nowhere_until_power_cycled(
@@ -313,3 +333,12 @@ def test_fastboot_port_in_adbs_emulator_range_is_a_usage_error(tmp_path: Path) -
     )
     assert done.returncode == 3
     assert "--fastboot-port 5560" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_sparse_image_keeps_what_its_dont_care_blocks_cover() -> None:
+    previous = bytes(range(256)) * 80  # 20 KiB: the partition's old contents
+    sparse = _sparse(b"\x01" * 4096, b"\xa5\xa5\xa5\xa5", 2, 2)
+    written = unsparse(sparse, previous)
+    assert written == b"\x01" * 4096 + b"\xa5" * 8192 + previous[12288:16384] + previous[16384:].ljust(4096, b"\0")
+    with pytest.raises(ImageError, match="truncated"):
+        unsparse(sparse[:40])
