@@ -6,7 +6,9 @@ on the board's fastboot port, adb does not) or down (rebooting, powered off, or 
 `no-bootloader` board that never got there). `adb reboot bootloader` (or `reboot bootloader`
 in a shell) goes Android → down → bootloader, `fastboot reboot` bootloader → down → Android,
 `fastboot reboot-bootloader` bootloader → down → bootloader; each down time is the board's
-`--reboot-seconds`. A power cycle always boots Android.
+`--reboot-seconds`. A power cycle boots Android; `power bootloader` on the control FIFO
+(`VirtualBoardProcess.cycle_to_bootloader()`) is a power cycle with the bootloader key held,
+which is how a lab brings a board that is down into its bootloader.
 
 The fastboot port is chosen when the board starts (`--fastboot-port`, 0: a free one) and kept
 for the board's life: outside the bootloader a socket stays bound to it without listening,

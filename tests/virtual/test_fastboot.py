@@ -287,8 +287,8 @@ def test_download_hang_fault_hangs_the_bootloader_until_power_cycled(
         later.handshake()  # a hung bootloader answers no one
     host.sock.close()
     later.sock.close()
-    board.control("power cycle", applied_within=5.0)
-    _on_adb(adb_server, board, fresh=True)
+    board.control("power bootloader", applied_within=5.0)  # the key held: a bootloader again
+    _wait_for(lambda: _answers(board), 5.0, "a bootloader that answers")
 
 
 def test_broken_vendor_fault_is_cured_by_flashing_vendor(
