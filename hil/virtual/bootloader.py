@@ -85,7 +85,8 @@ class BootloaderMode:
             self._reservation = None
 
     async def enter(self) -> bool:
-        """Start fastboot on the board's port; False (nothing listens) under `no-bootloader`."""
+        """Start fastboot on the board's port; False (nothing listens) under `no-bootloader`
+        or when the port was taken meanwhile."""
         if self.board.faults.state("no-bootloader") is not None:
             log.warning("fault no-bootloader: the board never reaches its bootloader")
             self.board.device.log("fault injected: no-bootloader", level="W")
@@ -94,9 +95,10 @@ class BootloaderMode:
         server = FastbootServer(self, self.host, self.port)
         try:
             await server.start()
-        except OSError:
-            self.reserve()
-            raise
+        except OSError as exc:
+            log.error("fastboot port %d: %s: the board sits in a bootloader no host reaches",
+                      self.port, exc)
+            return False
         self.server = server
         return True
 
@@ -119,8 +121,7 @@ class BootloaderMode:
             device.properties["ro.product.device"], device.properties["ro.product.brand"],
         )
         for key, value in props.items():
-            device.properties[key] = value
-        device.set_property("ro.build.fingerprint", props["ro.build.fingerprint"])
+            device.set_property(key, value)
         log.info("build %s", props["ro.build.fingerprint"])
         self.apply_vendor()
 
