@@ -28,13 +28,18 @@ pytestmark = pytest.mark.skipif(shutil.which("fastboot") is None and not os.envi
                                 reason="Debian's fastboot is not installed (scripts/setup installs it)")
 
 FINGERPRINT = "samsung/hil_virtual/hil_virtual:15/HIL.TEST1/42:user/release-keys"
+FACTORY = "acme/factory/factory:15/F1/1:user/release-keys"
+"""The build of the system image the module's board starts with (`--image`)."""
 
 
 @pytest.fixture(scope="module")
 def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProcess]:
-    """One E9955 board with short reboots for the whole module."""
+    """One E9955 board with short reboots for the whole module, started with a system image."""
     root = tmp_path_factory.mktemp("board-fastboot")
-    with start_virtual_board(root, "E9955", "hil-test-fastboot", ["--reboot-seconds", "0.2"]) as b:
+    system = root / "factory-system.img"
+    system.write_text(f"ro.build.fingerprint={FACTORY}\n")
+    args = ["--reboot-seconds", "0.2", "--image", f"system={system}"]
+    with start_virtual_board(root / "board", "E9955", "hil-test-fastboot", args) as b:
         yield b
 
 
@@ -170,8 +175,11 @@ class _Raw:
         return data
 
 
-def test_no_fastboot_while_on_adb(device: adbutils.AdbDevice, board: VirtualBoardProcess) -> None:
+def test_on_adb_no_fastboot_and_the_build_of_the_images_it_started_with(
+    device: adbutils.AdbDevice, board: VirtualBoardProcess
+) -> None:
     assert not _listens(board)
+    assert device.shell("getprop ro.build.fingerprint") == FACTORY
 
 
 def test_raw_handshake_framing_and_failures(board: VirtualBoardProcess, bootloader: None) -> None:
@@ -326,13 +334,15 @@ def test_bootloader_fault_specs_parse_and_refuse_bad_fields() -> None:
             parse_fault(spec)
 
 
-def test_fastboot_port_in_adbs_emulator_range_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("option", [["--fastboot-port", "5560"], ["--image", "nope=/etc/hostname"]])
+def test_bad_bootloader_options_are_usage_errors(tmp_path: Path, option: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "hil.virtual.main", "--root", str(tmp_path / "b"),
-         "--fastboot-port", "5560"], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "hil.virtual.main", "--root", str(tmp_path / "b"), *option],
+        capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 3
-    assert "--fastboot-port 5560" in done.stderr and "Traceback" not in done.stderr
+    assert f"{option[0]} {option[1]}:" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "b").exists()
 
 
 def test_a_sparse_image_keeps_what_its_dont_care_blocks_cover() -> None:
