@@ -26,7 +26,7 @@ from typing import Protocol
 from hil.virtual.device import CHIPSETS, Device
 from hil.virtual.fastboot import FastbootServer
 from hil.virtual.faults import Fault, FaultPlan
-from hil.virtual.images import FlashStore, build_properties, product
+from hil.virtual.images import FlashStore, product
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +116,9 @@ class BootloaderMode:
     def boot_android(self) -> None:
         """What a boot into Android reads from the partitions: the build and the vendor lib."""
         device = self.board.device
-        props = build_properties(
-            self.store.images(), device.properties["ro.product.name"],
-            device.properties["ro.product.device"], device.properties["ro.product.brand"],
+        props = self.store.build(
+            device.properties["ro.product.name"], device.properties["ro.product.device"],
+            device.properties["ro.product.brand"],
         )
         for key, value in props.items():
             device.set_property(key, value)

@@ -68,18 +68,20 @@ def product(chipset: str) -> str:
     return soc_model(chipset).lower()
 
 
-def build_digest(images: Mapping[str, bytes]) -> str:
-    """The sha256 (hex) of an image set: of `PARTITION SHA256\\n` lines, partitions sorted."""
-    lines = "".join(
-        f"{name} {hashlib.sha256(images[name]).hexdigest()}\n" for name in sorted(images)
-    )
-    return hashlib.sha256(lines.encode()).hexdigest()
-
-
 def build_properties(images: Mapping[str, bytes], name: str, device: str,
                      brand: str = "samsung") -> dict[str, str]:
-    """The `ro.build.*` properties a board reports with `images` flashed (module docstring)."""
-    digest = build_digest(images)
+    """The `ro.build.*` properties a board reports with `images` (partition -> bytes) flashed,
+    its `ro.product.name`, `.device` and `.brand` being `name`, `device` and `brand`."""
+    digests = {partition: hashlib.sha256(data).hexdigest() for partition, data in images.items()}
+    return _properties(digests, images.get("system", b""), name, device, brand)
+
+
+def _properties(digests: Mapping[str, str], system_head: bytes, name: str, device: str,
+                brand: str) -> dict[str, str]:
+    """The build of an image set given by its images' sha256 and the start of its system
+    image (module docstring)."""
+    lines = "".join(f"{partition} {digests[partition]}\n" for partition in sorted(digests))
+    digest = hashlib.sha256(lines.encode()).hexdigest()
     props = {
         "ro.build.id": f"HIL.{digest[:8]}",
         "ro.build.version.incremental": digest[:12],
@@ -87,7 +89,7 @@ def build_properties(images: Mapping[str, bytes], name: str, device: str,
         "ro.build.type": BUILD_TYPE,
         "ro.build.tags": BUILD_TAGS,
     }
-    system = images.get("system", b"")[:BUILD_PROP_BYTES]
+    system = system_head[:BUILD_PROP_BYTES]
     given = {key.decode(): value.decode() for key, value in _BUILD_LINE.findall(system)}
     props.update(given)
     if "ro.build.fingerprint" not in given:
@@ -173,7 +175,16 @@ class FlashStore:
         self.check(partition)
         self.path(partition).unlink(missing_ok=True)
 
-    def images(self) -> dict[str, bytes]:
-        """Every flashed partition's image."""
-        return {name: self.path(name).read_bytes() for name in PARTITIONS
-                if self.path(name).is_file()}
+    def build(self, name: str, device: str, brand: str) -> dict[str, str]:
+        """The `ro.build.*` properties of the images flashed here (`build_properties`),
+        reading each image once, in pieces."""
+        digests: dict[str, str] = {}
+        for partition in PARTITIONS:
+            if self.path(partition).is_file():
+                with self.path(partition).open("rb") as image:
+                    digests[partition] = hashlib.file_digest(image, "sha256").hexdigest()
+        system_head = b""
+        if "system" in digests:
+            with self.path("system").open("rb") as image:
+                system_head = image.read(BUILD_PROP_BYTES)
+        return _properties(digests, system_head, name, device, brand)

@@ -4,6 +4,7 @@ faults behave as faults.py says. Real processes: the board, the adb server, the 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -138,6 +139,12 @@ def _fastboot(board: VirtualBoardProcess, *args: str) -> subprocess.CompletedPro
                           text=True, timeout=30)
 
 
+def _digest(images: dict[str, bytes]) -> str:
+    """The sha256 of `PARTITION SHA256\\n` lines, partitions sorted (README's rule)."""
+    lines = "".join(f"{name} {hashlib.sha256(images[name]).hexdigest()}\n" for name in sorted(images))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
 def _sparse(raw_block: bytes, fill: bytes, fill_blocks: int, skip_blocks: int) -> bytes:
     """An Android sparse image (AOSP system/core/libsparse/sparse_format.h) of 4 KiB blocks:
     one raw block, `fill_blocks` filled with `fill`, `skip_blocks` don't-care."""
@@ -246,8 +253,7 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     assert device.shell("getprop ro.build.fingerprint") == FINGERPRINT
     assert device.shell("getprop ro.build.id") == "HIL.TEST1"
     images = {"boot": boot.read_bytes(), "system": system.read_bytes()}
-    incremental = build_properties(images, "hil_virtual", "hil_virtual")["ro.build.version.incremental"]
-    assert device.shell("getprop ro.build.version.incremental") == incremental
+    assert device.shell("getprop ro.build.version.incremental") == _digest(images)[:12]
 
     # an image set without a build.prop: its build is derived; the system image goes sparse
     _to_bootloader(adb_server, board, device, via_shell=True)
@@ -260,8 +266,10 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     assert _fastboot(board, "reboot").returncode == 0
     device = _on_adb(adb_server, board)
     images["system"] = raw
-    expected = build_properties(images, "hil_virtual", "hil_virtual")["ro.build.fingerprint"]
-    assert device.shell("getprop ro.build.fingerprint") == expected != FINGERPRINT
+    digest = _digest(images)  # the rule README states, computed here on its own
+    expected = f"samsung/hil_virtual/hil_virtual:15/HIL.{digest[:8]}/{digest[:12]}:user/release-keys"
+    assert device.shell("getprop ro.build.fingerprint") == expected
+    assert build_properties(images, "hil_virtual", "hil_virtual")["ro.build.fingerprint"] == expected
 
 
 def test_no_bootloader_fault_leaves_the_board_nowhere_until_power_cycled(
