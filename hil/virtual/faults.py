@@ -46,7 +46,8 @@ The bootloader's faults (`fastboot.py`, `bootloader.py`): `flash-fail` (`partiti
 until a power cycle); `no-bootloader` (a power cycle brings the board back on adb, still with the
 fault); `wrong-product` (default: the other chipset's product, `product=NAME` names one);
 `broken-vendor` takes ENN's library off the board at once and disarms itself when its
-partition is flashed (or at `fault clear`): the library is back then.
+partition is flashed (or at `fault clear`): the library is back then. These five are
+`PROVISIONING_KINDS`, left out of `KINDS` (what the soak deals: it flashes no board).
 
 `miscompute` is the virtual stand-in for an NPU kernel bug in one op: the op names a program
 executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
