@@ -1,7 +1,9 @@
 """`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
 
 Prints one line to stdout once it listens:
-`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
+`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR fastboot=tcp:127.0.0.1:FPORT
+console=/dev/pts/N ... (VIRTUAL board: ...)` (one line), where `fastboot=` is the endpoint the
+fastboot client uses while the board is in its bootloader (`bootloader.py`).
 and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
 runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
 that line too, so that the warm-up is charged to the board's start, not to its first case.
@@ -38,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port", type=int, default=0,
         help="TCP port on 127.0.0.1; 0 picks a free one outside adb's emulator range "
         "5555-5585 (default: 0)",
+    )
+    parser.add_argument(
+        "--fastboot-port", type=int, default=0,
+        help="TCP port on 127.0.0.1 of the board's bootloader (fastboot listens there only "
+        "while the board is in it: `adb reboot bootloader`); 0 picks a free one (default: 0)",
     )
     parser.add_argument(
         "--chipset", default="E9955",
@@ -91,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
             f"--port {args.port}: expected 0 or a free port outside adb's emulator "
             "range 5555-5585"
         )
+    if not 0 <= args.fastboot_port <= 65535 or args.fastboot_port in EMULATOR_PORTS or (
+        args.fastboot_port and args.fastboot_port == args.port
+    ):
+        raise UsageError(
+            f"--fastboot-port {args.fastboot_port}: expected 0 or a free port outside adb's "
+            "emulator range 5555-5585, other than --port"
+        )
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
@@ -109,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     console = VirtualConsole(args.console)
     try:
         board = VirtualBoard(
-            device, args.port, args.reboot_seconds, Link(args.link), faults, console
+            device, args.port, args.reboot_seconds, Link(args.link), faults, console,
+            fastboot_port=args.fastboot_port,
         )
         asyncio.run(_serve(board, now))
     finally:
@@ -132,7 +147,7 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f"{console} runner_profile={device.runner_profile.name} "
+        f" fastboot={board.bootloader.endpoint}{console} runner_profile={device.runner_profile.name} "
         "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
