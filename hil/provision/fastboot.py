@@ -134,5 +134,6 @@ class FastbootFlasher:
 def _failure(output: str) -> str:
     """The line that says why fastboot failed (`FAILED (remote: '...')`), else the last one."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    failed = [line for line in lines if "FAILED" in line or line.startswith("fastboot: error")]
-    return (failed or lines or ["(no output)"])[-1][:300]
+    failed = [line for line in lines if "FAILED" in line]
+    errors = [line for line in lines if line.startswith("fastboot: error")]
+    return (failed or errors or lines or ["(no output)"])[-1][:300]
