@@ -6,7 +6,9 @@ on the board's fastboot port, adb does not) or down (rebooting, powered off, or 
 `no-bootloader` board that never got there). `adb reboot bootloader` (or `reboot bootloader`
 in a shell) goes Android → down → bootloader, `fastboot reboot` bootloader → down → Android,
 `fastboot reboot-bootloader` bootloader → down → bootloader; each down time is the board's
-`--reboot-seconds`. A power cycle always boots Android.
+`--reboot-seconds`. A power cycle boots Android; `power bootloader` on the control FIFO
+(`VirtualBoardProcess.cycle_to_bootloader()`) is a power cycle with the bootloader key held,
+which is how a lab brings a board that is down into its bootloader.
 
 The fastboot port is chosen when the board starts (`--fastboot-port`, 0: a free one) and kept
 for the board's life: outside the bootloader a socket stays bound to it without listening,
@@ -24,7 +26,7 @@ from typing import Protocol
 from hil.virtual.device import CHIPSETS, Device
 from hil.virtual.fastboot import FastbootServer
 from hil.virtual.faults import Fault, FaultPlan
-from hil.virtual.images import FlashStore, build_properties, product
+from hil.virtual.images import FlashStore, product
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,8 @@ class BootloaderMode:
             self._reservation = None
 
     async def enter(self) -> bool:
-        """Start fastboot on the board's port; False (nothing listens) under `no-bootloader`."""
+        """Start fastboot on the board's port; False (nothing listens) under `no-bootloader`
+        or when the port was taken meanwhile."""
         if self.board.faults.state("no-bootloader") is not None:
             log.warning("fault no-bootloader: the board never reaches its bootloader")
             self.board.device.log("fault injected: no-bootloader", level="W")
@@ -92,9 +95,10 @@ class BootloaderMode:
         server = FastbootServer(self, self.host, self.port)
         try:
             await server.start()
-        except OSError:
-            self.reserve()
-            raise
+        except OSError as exc:
+            log.error("fastboot port %d: %s: the board sits in a bootloader no host reaches",
+                      self.port, exc)
+            return False
         self.server = server
         return True
 
@@ -112,13 +116,12 @@ class BootloaderMode:
     def boot_android(self) -> None:
         """What a boot into Android reads from the partitions: the build and the vendor lib."""
         device = self.board.device
-        props = build_properties(
-            self.store.images(), device.properties["ro.product.name"],
-            device.properties["ro.product.device"], device.properties["ro.product.brand"],
+        props = self.store.build(
+            device.properties["ro.product.name"], device.properties["ro.product.device"],
+            device.properties["ro.product.brand"],
         )
         for key, value in props.items():
-            device.properties[key] = value
-        device.set_property("ro.build.fingerprint", props["ro.build.fingerprint"])
+            device.set_property(key, value)
         log.info("build %s", props["ro.build.fingerprint"])
         self.apply_vendor()
 

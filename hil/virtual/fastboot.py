@@ -10,6 +10,10 @@ Commands: `getvar:NAME` (and `getvar:all`: one `INFO` line per variable), `downl
 `flash:PARTITION`, `erase:PARTITION`, `reboot`, `reboot-bootloader`, `continue`; anything
 else is answered `FAIL unknown command`, an unknown variable `FAIL` too (what a bootloader
 newer than the README's 0.4 does), and both are logged. One host at a time, as over USB.
+What Debian's client (29.0.6) asks: one connection per invocation; `flash P` sends
+`getvar:has-slot:P`, `getvar:max-download-size`, `getvar:is-logical:P`, `download`, `flash:P`;
+`erase P` sends `getvar:has-slot:P`, `getvar:partition-type:P`, `erase:P`; on a refused
+connection it prints `< waiting for tcp:... >` and retries until killed.
 
 The board (`server.py`) starts a `FastbootServer` when it enters the bootloader and stops it
 when it leaves: a board on adb has no fastboot. Faults (`faults.py`): `flash-fail` FAILs a

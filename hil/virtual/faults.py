@@ -64,8 +64,8 @@ from dataclasses import dataclass
 
 from hil.errors import UsageError
 
-EVENTS = ("push", "exec", "pull", "download", "flash")
-"""Operations an event fault can fire on."""
+EVENTS = ("push", "exec", "pull")
+"""adb operations an event fault can fire on."""
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""

@@ -20,8 +20,9 @@ its build from them (`build_properties`), the way a real board's `ro.build.*` co
 for E9955), the board's `ro.hardware` / `ro.board.platform` too.
 
 Sparse images (AOSP's libsparse format, `system/core/libsparse/sparse_format.h`: what the
-fastboot client sends for an image bigger than `max-download-size`, or an image built sparse)
-are expanded before they are stored.
+fastboot client sends for an image bigger than `max-download-size`, in pieces, or an image
+built sparse) are written chunk by chunk: their "don't care" blocks keep what the partition
+held, as a bootloader's sparse write does.
 """
 
 from __future__ import annotations
@@ -67,18 +68,20 @@ def product(chipset: str) -> str:
     return soc_model(chipset).lower()
 
 
-def build_digest(images: Mapping[str, bytes]) -> str:
-    """The sha256 (hex) of an image set: of `PARTITION SHA256\\n` lines, partitions sorted."""
-    lines = "".join(
-        f"{name} {hashlib.sha256(images[name]).hexdigest()}\n" for name in sorted(images)
-    )
-    return hashlib.sha256(lines.encode()).hexdigest()
-
-
 def build_properties(images: Mapping[str, bytes], name: str, device: str,
                      brand: str = "samsung") -> dict[str, str]:
-    """The `ro.build.*` properties a board reports with `images` flashed (module docstring)."""
-    digest = build_digest(images)
+    """The `ro.build.*` properties a board reports with `images` (partition -> bytes) flashed,
+    its `ro.product.name`, `.device` and `.brand` being `name`, `device` and `brand`."""
+    digests = {partition: hashlib.sha256(data).hexdigest() for partition, data in images.items()}
+    return _properties(digests, images.get("system", b""), name, device, brand)
+
+
+def _properties(digests: Mapping[str, str], system_head: bytes, name: str, device: str,
+                brand: str) -> dict[str, str]:
+    """The build of an image set given by its images' sha256 and the start of its system
+    image (module docstring)."""
+    lines = "".join(f"{partition} {digests[partition]}\n" for partition in sorted(digests))
+    digest = hashlib.sha256(lines.encode()).hexdigest()
     props = {
         "ro.build.id": f"HIL.{digest[:8]}",
         "ro.build.version.incremental": digest[:12],
@@ -86,7 +89,7 @@ def build_properties(images: Mapping[str, bytes], name: str, device: str,
         "ro.build.type": BUILD_TYPE,
         "ro.build.tags": BUILD_TAGS,
     }
-    system = images.get("system", b"")[:BUILD_PROP_BYTES]
+    system = system_head[:BUILD_PROP_BYTES]
     given = {key.decode(): value.decode() for key, value in _BUILD_LINE.findall(system)}
     props.update(given)
     if "ro.build.fingerprint" not in given:
@@ -97,8 +100,10 @@ def build_properties(images: Mapping[str, bytes], name: str, device: str,
     return props
 
 
-def unsparse(data: bytes) -> bytes:
-    """The raw image of an Android sparse image (ImageError when it is malformed)."""
+def unsparse(data: bytes, previous: bytes = b"") -> bytes:
+    """The partition's contents after writing the Android sparse image `data` over `previous`
+    (its "don't care" blocks keep `previous`, zeros past its end); ImageError when `data` is
+    malformed."""
     try:
         (_, major, _, header_size, chunk_header_size, block_size, blocks, chunks,
          _) = _SPARSE_HEADER.unpack_from(data)
@@ -112,6 +117,8 @@ def unsparse(data: bytes) -> bytes:
         if offset + chunk_header_size > len(data):
             raise ImageError("sparse image: truncated")
         kind, _, chunk_blocks, total = _CHUNK_HEADER.unpack_from(data, offset)
+        if total < chunk_header_size or offset + total > len(data):
+            raise ImageError("sparse image: truncated")
         body = data[offset + chunk_header_size:offset + total]
         offset += total
         size = chunk_blocks * block_size
@@ -120,7 +127,7 @@ def unsparse(data: bytes) -> bytes:
         elif kind == _CHUNK_FILL and len(body) == 4:
             out += body * (size // 4)
         elif kind == _CHUNK_DONT_CARE:
-            out += bytes(size)
+            out += previous[len(out):len(out) + size].ljust(size, b"\0")
         elif kind != _CHUNK_CRC32:
             raise ImageError(f"sparse image: bad chunk {kind:#x}")
     if len(out) != blocks * block_size:
@@ -152,7 +159,8 @@ class FlashStore:
         """Write `data` (raw or sparse) to `partition`; returns the bytes written."""
         self.check(partition)
         if is_sparse(data):
-            data = unsparse(data)
+            path = self.path(partition)
+            data = unsparse(data, path.read_bytes() if path.is_file() else b"")
         if len(data) > PARTITIONS[partition]:
             raise ImageError(f"image too large for partition '{partition}' "
                              f"({len(data)} > {PARTITIONS[partition]} bytes)")
@@ -167,7 +175,16 @@ class FlashStore:
         self.check(partition)
         self.path(partition).unlink(missing_ok=True)
 
-    def images(self) -> dict[str, bytes]:
-        """Every flashed partition's image."""
-        return {name: self.path(name).read_bytes() for name in PARTITIONS
-                if self.path(name).is_file()}
+    def build(self, name: str, device: str, brand: str) -> dict[str, str]:
+        """The `ro.build.*` properties of the images flashed here (`build_properties`),
+        reading each image once, in pieces."""
+        digests: dict[str, str] = {}
+        for partition in PARTITIONS:
+            if self.path(partition).is_file():
+                with self.path(partition).open("rb") as image:
+                    digests[partition] = hashlib.file_digest(image, "sha256").hexdigest()
+        system_head = b""
+        if "system" in digests:
+            with self.path("system").open("rb") as image:
+                system_head = image.read(BUILD_PROP_BYTES)
+        return _properties(digests, system_head, name, device, brand)

@@ -88,6 +88,11 @@ class VirtualBoardProcess:
         """Power off, then on."""
         self.control("power cycle")
 
+    def cycle_to_bootloader(self) -> None:
+        """Power off, then on with the bootloader key held: the board comes up in its
+        bootloader (fastboot at `fastboot`), however it was before (down, frozen, hung)."""
+        self.control("power bootloader")
+
     @property
     def pid(self) -> int:
         """The board process's PID (also its process group)."""

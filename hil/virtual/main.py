@@ -25,6 +25,7 @@ from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, PROFILES
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
+from hil.virtual.images import PARTITIONS, FlashStore, ImageError
 from hil.virtual.link import LINKS, Link
 from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 
@@ -45,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fastboot-port", type=int, default=0,
         help="TCP port on 127.0.0.1 of the board's bootloader (fastboot listens there only "
         "while the board is in it: `adb reboot bootloader`); 0 picks a free one (default: 0)",
+    )
+    parser.add_argument(
+        "--image", action="append", default=[], metavar="PARTITION=FILE",
+        help="an image on the board's PARTITION when it starts, as if flashed before (its "
+        "build follows: README, the virtual board's bootloader); repeatable",
     )
     parser.add_argument(
         "--chipset", default="E9955",
@@ -107,7 +113,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
+    images = _read_images(args.image)
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
+    for partition, data in images.items():
+        try:
+            FlashStore(root).flash(partition, data)
+        except ImageError as exc:
+            raise UsageError(f"--image {partition}=...: {exc}") from None
     device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
                     runner_profile=args.runner_profile)
     if args.link not in LINKS:
@@ -130,6 +142,22 @@ def run(args: argparse.Namespace) -> int:
     finally:
         console.close()
     return 0
+
+
+def _read_images(specs: list[str]) -> dict[str, bytes]:
+    """The `--image PARTITION=FILE` options' images by partition; UsageError naming the
+    option at fault."""
+    images: dict[str, bytes] = {}
+    for spec in specs:
+        partition, sep, file = spec.partition("=")
+        if not sep or not file or partition not in PARTITIONS:
+            raise UsageError(f"--image {spec}: expected PARTITION=FILE with PARTITION one of "
+                             f"{', '.join(PARTITIONS)}")
+        try:
+            images[partition] = Path(file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--image {spec}: {exc.strerror}") from None
+    return images
 
 
 async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:

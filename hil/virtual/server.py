@@ -9,7 +9,8 @@ anything else is refused. A reboot drops every transport, stops listening for
 comes back on fastboot instead (`bootloader.py`), and `fastboot reboot` back on adb.
 It also owns the UART (`console.py`), the power switch (`power on|off|cycle`) and the
 injected faults (`faults.py`): requests arrive as lines on the control FIFO
-`ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`, `power ...`).
+`ROOT/run/control` (`reboot [bootloader]`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`,
+`power on|off|cycle|bootloader`).
 """
 
 from __future__ import annotations
@@ -314,24 +315,25 @@ class VirtualBoard:
         await self._boot(target)
 
     def request_power(self, action: str) -> None:
-        """The power switch (`on`, `off`, `cycle`): works on a frozen board too."""
+        """The power switch (`on`, `off`, `cycle`; `bootloader`: a cycle with the board's
+        bootloader key held): works on a frozen board too."""
         if self._reboot_task is not None and not self._reboot_task.done():
             self._reboot_task.cancel()
         self._reboot_task = asyncio.create_task(self._power(action))
 
     async def _power(self, action: str) -> None:
-        if action in ("off", "cycle") and self._powered:
+        if action in ("off", "cycle", "bootloader") and self._powered:
             await self._shutdown(f"power {action}")
             self._powered = False
             if self.console is not None:
                 self.console.enabled = False
-        if action == "cycle":
+        if action in ("cycle", "bootloader"):
             await asyncio.sleep(self.reboot_seconds)
-        if action in ("on", "cycle") and not self._powered:
+        if action in ("on", "cycle", "bootloader") and not self._powered:
             self._powered = True
             if self.console is not None:
                 self.console.enabled = True
-            await self._boot()
+            await self._boot("bootloader" if action == "bootloader" else "")
 
     async def _shutdown(self, reason: str) -> None:
         self.device.log(f"reboot requested ({reason})")
@@ -372,8 +374,8 @@ class VirtualBoard:
             self._control(line.decode(errors="replace"))
 
     def _control(self, line: str) -> None:
-        """One control request: `reboot [WHY]`, `fault SPEC`, `fault clear [KIND]`,
-        `console TEXT`, `power on|off|cycle`."""
+        """One control request: `reboot [bootloader]`, `fault SPEC`, `fault clear [KIND]`,
+        `console TEXT`, `power on|off|cycle|bootloader`."""
         command, _, rest = line.strip().partition(" ")
         rest = rest.strip()
         if command == "reboot":
@@ -387,7 +389,7 @@ class VirtualBoard:
                 log.warning("control: %s", exc)
         elif command == "console" and self.console is not None:
             self.console.write_line(rest)
-        elif command == "power" and rest in ("on", "off", "cycle"):
+        elif command == "power" and rest in ("on", "off", "cycle", "bootloader"):
             self.request_power(rest)
         elif command:
             log.warning("unknown control request %r", line)
