@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
 import os
 import time
 import xml.etree.ElementTree as ET
@@ -31,8 +32,8 @@ pytestmark = pytest.mark.slow
 
 FP_A = "samsung/hil_test_a/e9955:15/HIL.A/1:user/release-keys"
 FP_B = "samsung/hil_test_b/e9955:15/HIL.B/2:user/release-keys"
-FAST = {"boot_timeout_s": 8.0, "flash_timeout_s": 3.0, "provision": True}
-"""Run settings: a bootloader that is not there in 8 s, a download hung for 3 s, is a failure."""
+FAST = {"boot_timeout_s": 5.0, "flash_timeout_s": 3.0, "provision": True}
+"""Run settings: a bootloader that is not there in 5 s, a download hung for 3 s, is a failure."""
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +74,11 @@ def _stored(board: VirtualBoardProcess) -> dict[str, str]:
 
 
 def _on_adb(server: AdbServer, board: VirtualBoardProcess) -> bool:
+    host, port = board.address.rsplit(":", 1)
+    try:  # off adb (in its bootloader, hung, rebooting): nothing listens, no need to wait for adb
+        socket.create_connection((host, int(port)), timeout=0.5).close()
+    except OSError:
+        return False
     try:
         server.disconnect(board.address)
         device = server.connect(board.address, timeout=3.0)
@@ -150,7 +156,7 @@ def test_a_board_already_at_the_build_flashes_nothing(
 FAULTS = [
     ("fault flash-fail,partition=vendor", "flash vendor", r"FAILED \(remote: .*\(attempt 3 of 3\)"),
     ("fault download-hang", "flash vendor", r"no answer within 3 s"),
-    ("fault no-bootloader", "wait fastboot", r"not in fastboot within 8 s"),
+    ("fault no-bootloader", "wait fastboot", r"not in fastboot within 5 s"),
     ("fault wrong-product,product=s5e9965", "getvar product",
      r"reports product 's5e9965', the inventory says 's5e9955': nothing written \(board rebooted\)"),
 ]
@@ -165,7 +171,6 @@ def test_a_failed_flash_is_an_infrastructure_error_naming_the_step(
     board.control(fault, applied_within=30)
     run, doc = run_in_process(inventory, tmp_path / "out", **FAST)
     entry = _record(doc)
-    assert "quarantined" in entry, (entry.get("flashes"), entry.get("build"))
     assert entry["quarantined"].startswith(f"provisioning failed: a: flash failed at step '{step}'")
     (flash,) = entry["flashes"]
     assert flash["steps"][-1]["step"] == step and not flash["steps"][-1]["ok"]
