@@ -1,7 +1,7 @@
 """Putting a known build on a board: the flash sequence, each step named and time-limited.
 
 ```
-check images      exist, not empty, sha256 when the inventory gives one (board still in adb)
+check images      exist, not empty, sha256 when the inventory gives one; an endpoint is known
 reboot bootloader adb `reboot bootloader`; a board adb cannot reach: already in fastboot, or
                   power-cycled when it has power control (a lab's bootloader entry), else fail
 wait fastboot     the board answers on its endpoint (USB serial listed, TCP port + getvar)
@@ -129,7 +129,7 @@ class Provisioner:
         }
         steps = _Steps(self.name, report)
         images = self.provisioning.images
-        report["images"] = steps.run("check images", lambda: [_checked(i) for i in images])
+        report["images"] = steps.run("check images", lambda: self._check(images))
         log.warning("%s: flashing %s (%s) over %s", self.name, ", ".join(i.partition for i in images),
                     why, self.flasher.endpoint)
         steps.run(f"reboot {self.flasher.reboot_target}", self._enter)
@@ -144,6 +144,12 @@ class Provisioner:
         if self.after_boot is not None:
             steps.run("prepare", self.after_boot)
         return report
+
+    def _check(self, images: tuple[Image, ...]) -> list[dict[str, Any]]:
+        if not self.flasher.endpoint:
+            raise InfraError(f"no {self.flasher.method} endpoint (a labgrid place without an "
+                             "AndroidNetFastboot resource?)")
+        return [_checked(image) for image in images]
 
     def _enter(self) -> str:
         """Into the flashing mode: adb reboot; for a board adb cannot reach, it may already be
