@@ -46,7 +46,8 @@ The bootloader's faults (`fastboot.py`, `bootloader.py`): `flash-fail` (`partiti
 until a power cycle); `no-bootloader` (a power cycle brings the board back on adb, still with the
 fault); `wrong-product` (default: the other chipset's product, `product=NAME` names one);
 `broken-vendor` takes ENN's library off the board at once and disarms itself when its
-partition is flashed (or at `fault clear`): the library is back then.
+partition is flashed (or at `fault clear`): the library is back then. These five are
+`PROVISIONING_KINDS`, left out of `KINDS` (what the soak deals: it flashes no board).
 
 `miscompute` is the virtual stand-in for an NPU kernel bug in one op: the op names a program
 executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
@@ -71,12 +72,19 @@ BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise")
 """Faults of the runner: on runner execs only."""
-BOOTLOADER_KINDS = ("flash-fail", "download-hang")
-"""Faults of the bootloader: on fastboot commands only."""
 STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot", "old-adbd",
                "no-bootloader", "wrong-product", "broken-vendor")
 """Faults that hold until cleared rather than fire on an event."""
-KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *BOOTLOADER_KINDS, *STATE_KINDS)
+PROVISIONING_KINDS = ("flash-fail", "download-hang", "no-bootloader", "wrong-product",
+                      "broken-vendor")
+"""Faults of the bootloader and the partitions (`bootloader.py`, `fastboot.py`): they act while
+a board is in its bootloader or on its way there, or (`broken-vendor`) need a re-flash to cure."""
+KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full",
+         *(kind for kind in STATE_KINDS if kind not in PROVISIONING_KINDS))
+"""What a board that is never flashed can suffer and get over: the kinds the soak's chaos deals
+(scripts/soaklib/deck.py; it provisions no board)."""
+ALL_KINDS = (*KINDS, *PROVISIONING_KINDS)
+"""Every kind a SPEC may name."""
 
 SIGNALS = {"SEGV": 11, "ABRT": 6}
 """Signals a `crash` fault can kill the runner with."""
@@ -168,8 +176,8 @@ def _integer(spec: str, key: str, value: str) -> int:
 def parse_fault(spec: str) -> Fault:
     """Parse `KIND[,key=value...]`; UsageError naming the spec and the field at fault."""
     kind, *options = [part.strip() for part in spec.strip().split(",")]
-    if kind not in KINDS:
-        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if kind not in ALL_KINDS:
+        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r} (one of {', '.join(ALL_KINDS)})")
     values: dict[str, str] = {}
     for option in options:
         key, sep, value = option.partition("=")
