@@ -34,6 +34,10 @@ POLL_S = 0.25
 """Between two looks for a board that is entering the bootloader."""
 
 
+class NoAnswer(InfraError, TimeoutError):
+    """A fastboot call outlived its timeout (and was killed): the bootloader stopped answering."""
+
+
 @dataclass(frozen=True)
 class FastbootFlasher:
     """Flashes one board with `fastboot -s ENDPOINT` (hil/provision/flasher.py's Flasher)."""
@@ -63,7 +67,7 @@ class FastbootFlasher:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=limit_s,
                                   check=False, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
-            raise InfraError(f"fastboot {args[0]}: no answer within {limit_s:g} s") from exc
+            raise NoAnswer(f"fastboot {args[0]}: no answer within {limit_s:g} s") from exc
         except OSError as exc:
             raise InfraError(f"fastboot: cannot run {self.tool!r}: {exc.strerror or exc} "
                              "(apt-get install fastboot)") from exc
@@ -105,8 +109,11 @@ class FastbootFlasher:
     def _present(self, limit_s: float) -> bool:
         match = NET_ENDPOINT.match(self.endpoint)
         if match is None:  # USB: listed by `fastboot devices` ("SERIAL\tfastboot")
-            listed = subprocess.run([self.tool, "devices"], capture_output=True, text=True,
-                                    timeout=limit_s, check=False, stdin=subprocess.DEVNULL)
+            try:
+                listed = subprocess.run([self.tool, "devices"], capture_output=True, text=True,
+                                        timeout=limit_s, check=False, stdin=subprocess.DEVNULL)
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise InfraError(f"fastboot devices: {type(exc).__name__}: {exc}") from exc
             return any(line.split()[:1] == [self.endpoint] for line in listed.stdout.splitlines())
         protocol, host, port = match.group(1), match.group(2), int(match.group(3))
         if protocol == "tcp":

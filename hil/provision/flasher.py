@@ -72,7 +72,8 @@ class Flasher(Protocol):
         ...
 
     def write(self, image: Image) -> None:
-        """Flash one image to its partition (InfraError when it fails)."""
+        """Flash one image to its partition (InfraError when it fails; one that is also a
+        TimeoutError when the board stopped answering: not retried)."""
         ...
 
     def boot(self) -> None:
@@ -185,7 +186,7 @@ class Provisioner:
                 self.flasher.write(image)
                 return f"attempt {attempt}"
             except InfraError as exc:
-                if "no answer within" in str(exc) or attempt == FLASH_ATTEMPTS:
+                if isinstance(exc, TimeoutError) or attempt == FLASH_ATTEMPTS:
                     raise InfraError(f"{exc} (attempt {attempt} of {FLASH_ATTEMPTS})") from exc
                 log.warning("%s: flash %s failed (%s); again", self.name, image.partition, exc)
         raise AssertionError("unreachable")

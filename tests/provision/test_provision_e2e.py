@@ -71,11 +71,18 @@ def _stored(board: VirtualBoardProcess) -> dict[str, str]:
             for p in sorted((board.root / "flash").glob("*.img"))}
 
 
-def _on_adb(server: AdbServer, board: VirtualBoardProcess) -> bool:
+def _on_adb_now(board: VirtualBoardProcess) -> bool:
+    """Its adb port listens (off adb, in its bootloader, hung or rebooting, it does not)."""
     host, port = board.address.rsplit(":", 1)
-    try:  # off adb (in its bootloader, hung, rebooting): nothing listens, no need to wait for adb
+    try:
         socket.create_connection((host, int(port)), timeout=0.5).close()
     except OSError:
+        return False
+    return True
+
+
+def _on_adb(server: AdbServer, board: VirtualBoardProcess) -> bool:
+    if not _on_adb_now(board):  # in its bootloader, hung, rebooting: nothing listens
         return False
     try:
         server.disconnect(board.address)
@@ -182,6 +189,19 @@ def test_a_failed_flash_is_an_infrastructure_error_naming_the_step(
     if step == "getvar product":  # refused before writing anything
         assert flash["written"] == [] and _stored(board) == stored
     assert "quarantined (flash failed)" in render_summary(doc)
+
+
+def test_an_image_that_is_not_the_one_named_is_refused_before_the_board_leaves_adb(
+        board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None) -> None:
+    inventory = _inventory(images / "inventory-b.yaml", board, "b", images={
+        "system": {"file": "system_b.img", "sha256": "0" * 64}, "vendor": "vendor_b.img"})
+    stored = _stored(board)
+    _, doc = run_in_process(inventory, tmp_path / "out", **FAST)
+    (flash,) = _record(doc)["flashes"]
+    assert [(s["step"], s["ok"]) for s in flash["steps"]] == [("check images", False)]
+    assert re.search(r"system_b.img: sha256 [0-9a-f]{16}\.\.\., the inventory says 0{16}", flash["error"])
+    assert _stored(board) == stored and _on_adb_now(board)  # never left adb, nothing written
+    assert {chain(c) for c in doc["cases"]} == {"ERROR_INFRA"}
 
 
 def test_a_board_that_lost_its_runner_comes_back_through_the_reflash_rung(
