@@ -204,6 +204,28 @@ def test_an_image_that_is_not_the_one_named_is_refused_before_the_board_leaves_a
     assert {chain(c) for c in doc["cases"]} == {"ERROR_INFRA"}
 
 
+def test_hil_flash_takes_a_board_left_in_its_bootloader(
+        board: VirtualBoardProcess, images: Path, adb_server: AdbServer, restore: None,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A board adb cannot reach but that answers on fastboot (a failed flash left it there) is
+    flashed all the same; the first step says how it got in."""
+    inventory = _inventory(images / "inventory-b.yaml", board, "b")
+    device = adb_server.connect(board.address, timeout=10.0)
+    connection = device.open_transport(timeout=10.0)
+    connection.send_command("reboot:bootloader")
+    connection.check_okay()
+    connection.close()
+    deadline = time.monotonic() + 10
+    while _on_adb_now(board):
+        assert time.monotonic() < deadline, "the board did not leave adb"
+        time.sleep(0.1)
+    assert main(["flash", "--inventory", str(inventory), "--idle-timeout", "2", "--boot-timeout", "10"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("a: reboot bootloader: ok")
+    assert lines[-1] == f"a: flashed vendor, system; build None -> {FP_B!r}"
+    assert _stored(board)["system.img"] == hashlib.sha256((images / "system_b.img").read_bytes()).hexdigest()
+
+
 def test_a_board_that_lost_its_runner_comes_back_through_the_reflash_rung(
         board: VirtualBoardProcess, images: Path, tmp_path: Path, restore: None) -> None:
     inventory = _inventory(images / "inventory-a.yaml", board, "a")
