@@ -103,7 +103,8 @@ def bring_up(
             "Android (scripts/build-enn.sh --build android, or $HIL_RUNNER in the exynos image)"
         )
     console = _open_console(entry, options)
-    board = AdbBoard(name, address, device, options.run_id, runner, options.timeout_s, idle_s, console)
+    board = AdbBoard(name, address, probe.device, options.run_id, runner, options.timeout_s, idle_s,
+                     console)  # probe.device: a flash reconnected it
     try:
         info = board.prepare()
     except InfraError:
