@@ -55,7 +55,7 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
         assert case["board_state"]["hottest_c"] == 38.0  # the virtual board's idle sysfs
         assert case["board_state"]["cooldown"]["cooled"] is True
         assert "VIRTUAL" in case["logs"]["runner"]
-    assert doc["version"] == 3
+    assert doc["version"] == 4
     board = doc["run"]["boards"][0]
     assert board["start_s"] > 0  # the executor's warm-up included: the board's start-up
     assert board["runner_profile"] == {"name": "hil", "source": "virtual board",

@@ -35,8 +35,14 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
             raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
+    if args.flash_timeout <= 0:
+        raise UsageError(f"--flash-timeout: {args.flash_timeout} is out of range")
     adb_server = lab_server(args.adb_server)
     entries, sources = board_sources(args.inventory, args.board, args.labgrid)
+    if getattr(args, "provision", False):
+        from hil.commands.flash import check_images
+
+        check_images(entries, args.inventory)
     out = writable(args.out, "--out", folder=True)
     junit_path = writable(args.junit or out / "junit.xml", "--junit")
     results_path = writable(args.results or out / "results.json", "--results")
@@ -79,6 +85,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
         adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,
+        provision=getattr(args, "provision", False), flash_timeout_s=args.flash_timeout,
         sources=tuple(sources),
     )
 

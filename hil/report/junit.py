@@ -62,6 +62,7 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
         "board.chipset": info.get("chipset"),
         "board.runner_profile": (info.get("runner_profile") or {}).get("name"),
         **{f"board.{prop}": (info.get("properties") or {}).get(prop) for prop in FIRMWARE_PROPS},
+        **build_properties(info),
         "chipset": run.get("chipset"),
         "flow": run.get("flow"),
         "virtual": _flag(run.get("virtual")),
@@ -84,6 +85,26 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
             if val is not None or not key.startswith("board.")
         },
     )
+
+
+def build_properties(board: dict[str, Any]) -> dict[str, Any]:
+    """The board's expected build, its build before and after provisioning, and each flash's
+    steps with their times (`board.flash.N`: `why: step 1.23s ok, ...; error`), from its
+    results.json record (absent for a board without `expected_build`)."""
+    build = board.get("build") or {}
+    properties: dict[str, Any] = {}
+    if build:
+        properties.update({"board.build.property": build.get("property"),
+                           "board.build.expected": build.get("expected"),
+                           "board.build.before": build.get("before"),
+                           "board.build.after": build.get("after"),
+                           "board.build.differed": _flag(build.get("differed"))})
+    for index, flash in enumerate(board.get("flashes") or []):
+        steps = ", ".join(f"{s.get('step')} {s.get('seconds')}s {'ok' if s.get('ok') else 'FAILED'}"
+                          for s in flash.get("steps") or [])
+        error = f"; {flash['error']}" if flash.get("error") else ""
+        properties[f"board.flash.{index}"] = f"{flash.get('why')}: {steps}{error}"
+    return properties
 
 
 def _flag(value: Any) -> str:

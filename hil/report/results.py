@@ -39,10 +39,11 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 3
+VERSION = 4
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
-cases carry `memory` and `board_state` (docs/results-json.md)."""
-READABLE_VERSIONS = (1, 2, 3)
+cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (provisioning)
+(docs/results-json.md)."""
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""

@@ -182,6 +182,8 @@ def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None
         recoveries = [r for r in board.get("recovery") or [] if isinstance(r, dict)]
         if board.get("left_out"):
             state = "left out"
+        elif board.get("error") and board.get("quarantined"):
+            state = "quarantined (flash failed)"
         elif board.get("error"):
             state = "not usable"
         elif board.get("quarantined"):
@@ -197,9 +199,30 @@ def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None
                           cell(steps or "-"), cell(why or "-", 600)]))
     usable = sum(not b.get("error") for b in boards)
     head = ["### Boards", "", f"{usable} of {len(boards)} usable at the start "
-            f"(run.usable_boards: {run.get('usable_boards')}).", "",
+            f"(run.usable_boards: {run.get('usable_boards')}).", "", *_builds(boards),
             *_table_head(columns, {"cases"})]
     return _Section(head, rows, "board rows")
+
+
+def _builds(boards: list[dict[str, Any]]) -> list[str]:
+    """A line per board whose build was not the expected one at the start of the run: what
+    it ran, what it should have, and what provisioning made of it."""
+    lines = []
+    for board in boards:
+        build = board.get("build") or {}
+        if not build.get("differed"):
+            continue
+        flashes = board.get("flashes") or []
+        if not flashes:
+            outcome = "not flashed (run without --provision)"
+        elif flashes[0].get("error"):
+            outcome = f"flash failed: {flashes[0]['error']}"
+        else:
+            outcome = f"flashed: now {build.get('after')}"
+        lines.append(f"- build differed on **{cell(board.get('name') or '-')}**: "
+                     f"{build.get('property')} was `{cell(str(build.get('before')))}`, expected "
+                     f"`{cell(str(build.get('expected')))}`; {cell(outcome, 300)}")
+    return [*lines, ""] if lines else []
 
 
 def _tolerance(case: dict[str, Any]) -> str:

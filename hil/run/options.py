@@ -62,6 +62,11 @@ class RunOptions:
     start; None: hil.board.servers decides per board."""
     board_wait_s: float = 0.0
     """How long to wait for a board another run holds (its lease) before leaving it out."""
+    provision: bool = False
+    """`--provision`: before its first case, a board whose build is not the inventory's
+    `expected_build` gets its images flashed (hil/provision); one at that build, nothing."""
+    flash_timeout_s: float = 300.0
+    """`--flash-timeout`: limit of one image's flash (provisioning and the REFLASH rung)."""
     localize: bool = False
     """`--localize`: bisect every FAIL_MISMATCH case's graph (a known failure's too) on the
     board it failed on (hil/localize) and add the `localization` block to its record."""

@@ -211,7 +211,9 @@ class FastbootServer:
                 log.warning("fastboot: fault download-hang: stopped at %d of %d bytes",
                             len(data), size)
                 await asyncio.Future()  # until the board is powered off
-            data += await _read_packet(reader, size - len(data))
+            # hanging, stop at half even inside a packet: AOSP's client sends a file as one
+            half = size // 2 - len(data) if hang else None
+            data += await _read_packet(reader, size - len(data), half)
         self._staged = bytes(data)
         await _send(writer, "OKAY")
 
@@ -237,13 +239,14 @@ class FastbootServer:
         await _send(writer, "OKAY")
 
 
-async def _read_packet(reader: asyncio.StreamReader, limit: int) -> bytes:
-    """One framed packet of at most `limit` bytes (_Closed for a longer one)."""
+async def _read_packet(reader: asyncio.StreamReader, limit: int, part: int | None = None) -> bytes:
+    """One framed packet of at most `limit` bytes (_Closed for a longer one); with `part`, only
+    its first `part` bytes (the rest is left unread)."""
     (size,) = struct.unpack(">Q", await reader.readexactly(8))
     if size > limit:
         log.warning("fastboot: packet of %d bytes (at most %d): disconnecting", size, limit)
         raise _Closed
-    return await reader.readexactly(size)
+    return await reader.readexactly(size if part is None else min(size, part))
 
 
 async def _send(writer: asyncio.StreamWriter, kind: str, message: str = "") -> None:

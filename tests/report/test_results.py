@@ -195,7 +195,7 @@ def _write(path: Path, document: object) -> None:
         ("{not json", None),
         ([], None),
         ({**sample_results(), "schema": "something/else"}, "schema"),
-        ({**sample_results(), "version": 4}, "version"),
+        ({**sample_results(), "version": 5}, "version"),
         ({**sample_results(), "run": None}, "run"),
         ({**sample_results(), "cases": [{**CASES[0], "verdict": "MAYBE"}]}, "cases[0].verdict"),
     ],
@@ -226,14 +226,15 @@ def test_load_results_accepts_a_complete_document(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_every_earlier_version_stays_readable(tmp_path: Path, version: int) -> None:
-    """Version 3 added fields (run.planned, boards' left_out and labgrid); files of versions 1
-    and 2, which have none of them, still load; a version from the future does not."""
+    """Version 3 added fields (run.planned, boards' left_out and labgrid), version 4 boards'
+    build and flashes; files of earlier versions, which have none of them, still load; a
+    version from the future does not."""
     document = sample_results()
     document["version"] = version
     path = tmp_path / "results.json"
     path.write_text(json.dumps(document))
     assert [c["id"] for c in load_results(path)["cases"]] == [c["id"] for c in document["cases"]]
-    document["version"] = 4
+    document["version"] = 5
     path.write_text(json.dumps(document))
-    with pytest.raises(UsageError, match="field 'version' is 4"):
+    with pytest.raises(UsageError, match="field 'version' is 5"):
         load_results(path)
