@@ -28,6 +28,7 @@ from hil.interrupts import Stop, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import StaticSource
+from hil.report.results import CaseStream
 from hil.run.attempt import Work, attempt, infra_record
 from hil.run.options import RunOptions
 from hil.run.recorder import Recorder
@@ -94,13 +95,14 @@ class Run:
         ), self.stop, lambda boards, fields: self.recorder.update_run(boards=boards, **fields))
 
     @property
-    def records(self) -> list[dict[str, Any]]:
-        """The finished cases so far, as written to results.json."""
-        return self.recorder.records
+    def records(self) -> CaseStream:
+        """The finished cases so far, as written to results.json: read back from disk as
+        they are iterated (`CaseStream`), never held."""
+        return self.recorder.results()["cases"]
 
     # -- the run ------------------------------------------------------------------------------
-    def execute(self) -> list[dict[str, Any]]:
-        """Run every case; returns the case records (also written to results.json). A stop
+    def execute(self) -> CaseStream:
+        """Run every case; returns the case records (`records`: results.json's). A stop
         (`self.stop`, e.g. SIGTERM) ends it `interrupted`: `self.interrupted` says so."""
         if not self.options.cases:  # an empty shard: no adb server, no boards
             self.recorder.close("complete")
