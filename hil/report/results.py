@@ -212,22 +212,26 @@ def worst_abs_error(case: dict[str, Any]) -> float | None:
     return max(errors, default=None)
 
 
+def severity_rank(index: int, case: dict[str, Any]) -> tuple[int, float, int, int] | None:
+    """Where the case at `index` (in results order) stands among the failed and errored
+    ones (lower is worse: see `worst_first`); None when it passed, was skipped or XFAIL."""
+    verdict = Verdict(case["verdict"])
+    if verdict not in SEVERITY:
+        return None
+    error = worst_abs_error(case)
+    # an error of a case that ran on a board (the root cause: the board that died under it)
+    # before the cases no board ever took afterwards
+    never_attempted = int(not case.get("board"))
+    return (SEVERITY.index(verdict), -(error if error is not None else 0.0), never_attempted, index)
+
+
 def worst_first(cases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The failed and errored cases ordered by SEVERITY, mismatches by their largest abs
     error (largest first), cases a board ran before those none took; otherwise in results
     order."""
-
-    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int, int]:
-        index, case = item
-        error = worst_abs_error(case)
-        # an error of a case that ran on a board (the root cause: the board that died under it)
-        # before the cases no board ever took afterwards
-        never_attempted = int(not case.get("board"))
-        return (SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0),
-                never_attempted, index)
-
-    bad = [(i, c) for i, c in enumerate(cases) if Verdict(c["verdict"]) in SEVERITY]
-    return [case for _, case in sorted(bad, key=rank)]
+    ranked = ((severity_rank(index, case), case) for index, case in enumerate(cases))
+    bad = [(rank, case) for rank, case in ranked if rank is not None]
+    return [case for _, case in sorted(bad, key=lambda item: item[0])]
 
 
 _CASES_SLOT = "\0cases\0"

@@ -17,12 +17,16 @@ from typing import Any
 import pytest
 
 from hil.cli import main
+from hil.report import console
 from hil.report.console import make_console, render_table
 from hil.report.github import annotations, log_groups
-from hil.report.results import VERSION, case_texts, load_results
+from hil.report.results import VERSION, CaseStream, case_texts, load_results, save_results
 from hil.report.summary import render_summary
 from hil.run.recorder import Recorder
 from tests.junit_schema import assert_valid_junit
+
+from . import RUN
+from .many_cases import many_cases
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "streaming"
 
@@ -117,3 +121,33 @@ def test_files_of_schema_3_and_4_load_in_report_merge_and_compare(
         assert len(list(case_texts(merged))) == 12
     assert main(["compare", str(v3), str(v4)]) == 0  # the same run: nothing moved
     assert "conv2d" in capsys.readouterr().out
+
+
+def _on_disk(tmp_path: Path, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """`cases` saved as a results file and read back as a run's end reads them: one at a time."""
+    path = tmp_path / "many.json"
+    run = {**copy.deepcopy(RUN), "boards": [{"name": f"b{i}", "virtual": i % 2 == 0} for i in range(4)]}
+    save_results({"run": run, "cases": cases}, path)
+    return {"run": run, "cases": CaseStream(lambda: case_texts(path), len(cases))}
+
+
+def test_summary_and_annotations_of_many_cases_keep_the_in_memory_renderings(tmp_path: Path) -> None:
+    """Cut to the budget, the worst first, the notice naming the cases left out: as before."""
+    results = _on_disk(tmp_path, many_cases())
+    assert render_summary(results, limit_bytes=8000) == (FIXTURES / "many_summary_8k.md").read_text()
+    assert render_summary(results) == (FIXTURES / "many_summary.md").read_text()
+    assert "\n".join(annotations(results)) + "\n" == (FIXTURES / "many_annotations.txt").read_text()
+
+
+def test_the_table_printed_in_slices_reads_as_one_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = many_cases(40)
+    cases[5]["id"] = "a_case_id_long_enough_to_make_the_table_wider_than_the_ci_log_" * 2  # columns shrink
+    results = _on_disk(tmp_path, cases)
+    printed = []
+    for rows in (10**6, 7):
+        monkeypatch.setattr(console, "ROWS_PER_TABLE", rows)
+        text = io.StringIO()
+        render_table(results, make_console(text))
+        printed.append(text.getvalue())
+    assert printed[0] == printed[1]
+    assert len(printed[0].splitlines()) == 1 + 4 + 2 + 40 + 2  # run, boards, head, rows, totals
