@@ -23,7 +23,7 @@ CI_WIDTH = 160
 """Line width when the output is not a terminal (CI logs): wide enough for the table."""
 MESSAGE_WIDTH = 60
 """Message column width; longer messages end in an ellipsis."""
-ROWS_PER_TABLE = 1000
+ROWS_PER_TABLE = 250
 """Rows printed at once (a slice of the table)."""
 COLUMNS = ("suite", "case", "board", "verdict", "max abs err", "avg ms", "message")
 _RIGHT = ("max abs err", "avg ms")
