@@ -9,8 +9,8 @@ is modelled:
 
 - `measured`: every execution (warm-up, 1st, timed) takes the latency that the pair's first
   real exec measured (the median of its executions); loading the method takes what it took.
-- `MS` (a number): every execution takes MS milliseconds; loading the method takes what it
-  took the first time.
+- `MS` (a number): every execution takes MS milliseconds, the real ones included (padded
+  with a sleep); loading the method takes what it took the first time.
 
 The board says so: property `ro.hil.virtual.device_time` (hil puts it in results.json's
 `run.boards[].device_time`), and its log counts the runtime's real runs and the replays.
@@ -133,7 +133,6 @@ class OffHost:
         """The modelled time of one execution of a replayed pair."""
         return replay.execution_ms if self.device_time == MEASURED else float(self.device_time)
 
-    def load_ms(self, program: bytes) -> float:
-        """The modelled time of loading a known program's method."""
-        known = self._programs.get(program)
-        return known.load_ms if known is not None else 0.0
+    def fixed_ms(self) -> float:
+        """The fixed time of one execution, 0 when `measured`."""
+        return 0.0 if self.device_time == MEASURED else float(self.device_time)
