@@ -12,6 +12,7 @@ from typing import Any
 from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases, writable
 from hil.errors import UsageError
 from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+from hil.virtual.offhost import parse_device_time
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -77,6 +78,8 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         cache_dir=None if args.no_cache else cache_dir(args.cache_dir),
         jobs=args.jobs,
         virtual_link=choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
+        virtual_device_time=(None if args.virtual_device_time is None else
+                             parse_device_time(args.virtual_device_time, "--virtual-device-time")),
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
         adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,

@@ -31,8 +31,9 @@ from hil.verdict import Verdict
 SCHEMA = "exynos-hil/results"
 VERSION = 4
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
-cases carry `memory` and `board_state` (docs/results-json.md). 4: `case_lines` (optional,
-true when each case is on a line of its own: see the module docstring)."""
+cases carry `memory` and `board_state`; 4: `run.boards[].device_time` (a virtual board in the
+off-host measuring mode) and `case_lines` (true when each case is on a line of its own: see
+the module docstring), both optional (docs/results-json.md)."""
 READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
@@ -84,7 +85,9 @@ def describe_board(run: dict[str, Any], name: str | None) -> str:
         return "none (never reached a board)"
     for board in run.get("boards") or []:
         if board.get("name") == name and board.get("virtual"):
-            return f"{name} ({VIRTUAL_NOTE})"
+            device_time = board.get("device_time")
+            offhost = f"; off-host mode, device time {device_time}" if device_time else ""
+            return f"{name} ({VIRTUAL_NOTE}{offhost})"
     return name
 
 

@@ -91,6 +91,7 @@ class Run:
             runner=options.runner, timeout_s=options.timeout_s,
             idle_timeout_s=options.idle_timeout_s, boot_timeout_s=options.boot_timeout_s,
             runner_profile=options.runner_profile, virtual_link=options.virtual_link,
+            virtual_device_time=options.virtual_device_time,
             adb_server=options.adb_server, board_wait_s=options.board_wait_s,
         ), self.stop, lambda boards, fields: self.recorder.update_run(boards=boards, **fields))
 

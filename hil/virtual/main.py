@@ -1,7 +1,8 @@
 """`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
 
 Prints one line to stdout once it listens:
-`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
+`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N runner_profile=P
+[device_time=T] (VIRTUAL board: ...)` (device_time: the off-host measuring mode, `offhost.py`).
 and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
 runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
 that line too, so that the warm-up is charged to the board's start, not to its first case.
@@ -24,6 +25,7 @@ from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
 from hil.virtual.link import LINKS, Link
+from hil.virtual.offhost import DEVICE_TIME_PROPERTY, parse_device_time
 from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 
 log = logging.getLogger(__name__)
@@ -77,6 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"hil runs the host flows too (default: {DEFAULT_VIRTUAL_PROFILE})",
     )
     parser.add_argument(
+        "--device-time", default=None, metavar="measured|MS",
+        help="the off-host measuring mode (for measuring hil itself): a program+inputs runs "
+        "on the host runtime once, later execs replay its outputs and sleep a modelled device "
+        "time per execution: the latency its first run measured (measured) or MS ms; the "
+        f"board reports it as {DEVICE_TIME_PROPERTY} (default: off)",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -96,6 +105,9 @@ def run(args: argparse.Namespace) -> int:
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
     device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
                     runner_profile=args.runner_profile)
+    device_time = parse_device_time(args.device_time) if args.device_time is not None else None
+    if device_time is not None:
+        device.properties[DEVICE_TIME_PROPERTY] = device_time
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -109,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     console = VirtualConsole(args.console)
     try:
         board = VirtualBoard(
-            device, args.port, args.reboot_seconds, Link(args.link), faults, console
+            device, args.port, args.reboot_seconds, Link(args.link), faults, console, device_time
         )
         asyncio.run(_serve(board, now))
     finally:
@@ -132,7 +144,8 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f"{console} runner_profile={device.runner_profile.name} "
+        f"{console} runner_profile={device.runner_profile.name}"
+        f"{' device_time=' + board.device_time if board.device_time else ''} "
         "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
