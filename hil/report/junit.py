@@ -11,7 +11,7 @@ added, and appended to its testsuite's spool file; `write` composes the document
 suites' counts (kept in memory, one entry per testsuite) and their spools, so neither the
 run nor the writing holds the cases. The text is junit-xml's pretty-printed document, byte
 for byte (junit_xml/__init__.py: `TestSuite.build_xml_doc`, `to_xml_report_string`), put
-together a testcase at a time.
+together a testcase at a time (hil/report/junit_text.py writes a testcase's text directly).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
 
+from hil.report.junit_text import xml_of_testcase
 from hil.report.localization import lead
 from hil.report.results import atomic_writer, cap_text, clean_text, describe_board, one_line
 from hil.report.stats import format_board_state, format_latency, format_memory
@@ -120,7 +121,7 @@ class JUnitSpool:
             suite = self._suites[name] = _Suite(case.get("board"), self.folder / f"{len(self._suites)}.xml")
         testcase = _testcase(case, run)
         suite.count(testcase)
-        self._stream(name, suite).write(_testcase_xml(testcase))
+        self._stream(name, suite).write(xml_of_testcase(testcase))
 
     def write(self, path: Path, run: dict[str, Any], durable: bool = True) -> None:
         """The document of every case added so far, at `path` (atomically: `atomic_writer`)."""
@@ -167,19 +168,13 @@ class JUnitSpool:
 def _pretty(element: ET.Element, indent: str) -> str:
     """`element` as junit-xml's pretty-printed document has it at that depth (minidom's
     `toprettyxml` with tabs, after junit-xml's cleaning of characters XML forbids)."""
-    text = _clean_illegal_xml_chars(ET.tostring(element, encoding="unicode"))
+    text = _clean_illegal_xml_chars(ET.tostring(element).decode("ascii"))  # references beyond ASCII
     # our own ElementTree output, as junit-xml parses it: no foreign XML
     document = xml.dom.minidom.parseString(text.encode("utf-8"))  # noqa: S318
     out = io.StringIO()
     document.documentElement.writexml(out, indent, "\t", "\n")
     document.unlink()  # minidom's tree is a web of reference cycles: freed now, not at the next gc
     return out.getvalue()
-
-
-def _testcase_xml(testcase: TestCase) -> str:
-    element = TestSuite("", [testcase]).build_xml_doc().find("testcase")
-    assert element is not None
-    return _pretty(element, "\t\t")
 
 
 def _suite_head(name: str, suite: _Suite, run: dict[str, Any]) -> str:
