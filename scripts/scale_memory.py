@@ -17,7 +17,7 @@ Two modes:
   (e.g. the virtual boards' off-host mode, see README) — with today's virtual board each
   case costs real host CPU, so N is bounded by the time you give it.
 
-Usage: PYTHONPATH=. .venv/bin/python scripts/scale.py --cases 50000 [--mode run --boards 16]
+Usage: PYTHONPATH=. .venv/bin/python scripts/scale_memory.py --cases 50000 [--mode run --boards 16]
        [--json FILE]
 The issue's goal (issue 24): RSS grows by at most 50 MB from the 1,000th to the 50,000th case.
 """
