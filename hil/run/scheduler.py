@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 INTERRUPT_CLEANUP_S = 5.0
 """After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
 (hil must exit within 10 s)."""
+LOWERED_AHEAD_PER_BOARD = 8
+"""Lowered cases waiting per live board (at least LOWERED_AHEAD_MIN in all): the lowering
+waits beyond that, so a run of 50,000 cached cases does not hold 50,000 artifacts at once."""
+LOWERED_AHEAD_MIN = 32
 NO_BOARD = "no usable board (every board failed to start or was quarantined)"
 
 
@@ -121,6 +125,9 @@ class Run:
                         self._fail_unlowered(self._no_board())
                         self._lowering_done.set()
                     self.pool.wait_done()
+                # the boards may all be out while cases still wait to be lowered (held back
+                # by `_wait_for_room`): the lowering records them (no board left) first
+                wait_until(self._lowering_done, self.stop)
                 if self.stop.is_set():
                     self.interrupted = True
                     self.recorder.close("interrupted")  # before the boards and servers stop
@@ -200,10 +207,21 @@ class Run:
                         self._pending += 1
                         self.lowered_from_cache += lowering.cached
                     self._queue.put(Work(lowering.index, case, lowering.artifact, lowering.cached))
+                    self._wait_for_room()
         except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failure.append(exc)
         finally:
             self._lowering_done.set()
+
+    def _wait_for_room(self) -> None:
+        """Hold the lowering while the boards have enough lowered cases waiting (memory
+        bounded whatever the run's size), until they take some, no board is left, or the run
+        stops."""
+        while not self.stop.is_set() and self.pool.any_left() and not self.pool.finished():
+            ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
+            if self._queue.qsize() < ahead:
+                return
+            self.stop.wait(0.05)
 
     def _fail_leftovers(self, reason: str) -> None:
         while True:
