@@ -142,7 +142,7 @@ class JUnitSpool:
             out.write(f'<testsuites {attributes} time="{seconds}">\n')
             for name, suite in suites.items():
                 out.write(_suite_head(name, suite, run))
-                with suite.spool.open(encoding="utf-8") as spooled:
+                with suite.spool.open(encoding="utf-8", newline="") as spooled:  # CRs as written
                     shutil.copyfileobj(spooled, out)
                 out.write("\t</testsuite>\n")
             out.write("</testsuites>\n")
@@ -161,7 +161,7 @@ class JUnitSpool:
             return stream
         if len(self._open) >= OPEN_SPOOLS:
             self._open.popitem(last=False)[1].close()
-        stream = self._open[name] = suite.spool.open("a", encoding="utf-8")
+        stream = self._open[name] = suite.spool.open("a", encoding="utf-8", newline="")
         return stream
 
 

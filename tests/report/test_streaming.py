@@ -14,12 +14,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import junit_xml
 import pytest
 
 from hil.cli import main
 from hil.report import console
 from hil.report.console import make_console, render_table
 from hil.report.github import annotations, log_groups
+from hil.report.junit import _testcase, _testsuite, suite_name, write_junit
 from hil.report.results import VERSION, CaseStream, case_texts, load_results, save_results
 from hil.report.summary import render_summary
 from hil.run.recorder import Recorder
@@ -151,3 +153,21 @@ def test_the_table_printed_in_slices_reads_as_one_table(tmp_path: Path, monkeypa
         printed.append(text.getvalue())
     assert printed[0] == printed[1]
     assert len(printed[0].splitlines()) == 1 + 4 + 2 + 40 + 2  # run, boards, head, rows, totals
+
+
+def test_write_junit_is_junit_xmls_document_whatever_the_strings(tmp_path: Path) -> None:
+    """The reference: junit-xml's own `to_xml_report_string` over the same testsuites."""
+    cases = many_cases(60)
+    for index, text in enumerate(["cr\rin id", "amp & <tag> \"q\"", "tab\tnl\nid", "é ✓ \x85\x86 𝔸", "nul\x00"]):
+        cases[index * 7]["id"] = text
+        cases[index * 7 + 1]["message"] = text
+        cases[index * 7 + 2]["logs"] = {"runner": text * 3, "uart": "\r\n".join([text] * 3)}
+    run = {**copy.deepcopy(RUN), "boards": [{"name": f"b{i}", "virtual": i % 2 == 0} for i in range(4)]}
+    write_junit({"run": run, "cases": cases}, tmp_path / "junit.xml")
+    suites: dict[str, Any] = {}
+    for case in cases:
+        name = suite_name(case)
+        suites.setdefault(name, _testsuite(name, case.get("board"), run)).test_cases.append(_testcase(case, run))
+    expected = junit_xml.to_xml_report_string(list(suites.values()))
+    assert (tmp_path / "junit.xml").read_bytes().decode("utf-8") == expected
+    assert_valid_junit(tmp_path / "junit.xml")
