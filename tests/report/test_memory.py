@@ -79,14 +79,14 @@ def test_the_end_of_run_renderings_keep_what_they_show(tmp_path: Path) -> None:
     """Summary, annotations and groups (the table prints ROWS_PER_TABLE rows at a time: its
     slices read as one table, tests/report/test_streaming.py)."""
     path = tmp_path / "results.json"
-    log = LOG * 2
-    save_results({"run": dict(RUN), "cases": [{**_case(i), "logs": {"runner": log}} for i in range(5_000)]}, path)
-    results = {"run": dict(RUN), "cases": CaseStream(lambda: case_texts(path), 5_000)}
+    log = LOG * 3
+    save_results({"run": dict(RUN), "cases": [{**_case(i), "logs": {"runner": log}} for i in range(3_000)]}, path)
+    results = {"run": dict(RUN), "cases": CaseStream(lambda: case_texts(path), 3_000)}
 
     def render() -> None:
-        assert "5000 case(s)" in render_summary(results)
+        assert "3000 case(s)" in render_summary(results)
         assert len(annotations(results)) == 11  # 10 and a notice naming the others
         for _ in log_groups(results):
             pass
 
-    assert _peak(render) < 5_000 * len(log) / 5
+    assert _peak(render) < 3_000 * len(log) / 5
