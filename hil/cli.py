@@ -128,6 +128,11 @@ def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") ->
                         help="artifact cache (default: $HIL_CACHE_DIR or ~/.cache/exynos-hil/artifacts)")
     parser.add_argument("--virtual-link", default="none", metavar="none|usb2|usb3",
                         help="shape the virtual boards' adb link like a USB cable (default: none)")
+    parser.add_argument("--virtual-device-time", metavar="measured|MS",
+                        help="the virtual boards hil starts run in the off-host measuring mode "
+                             "(for measuring hil itself): each program+inputs runs once on the "
+                             "host runtime, later runs replay its outputs and sleep the latency "
+                             "it measured (measured) or MS ms per execution (default: off)")
     parser.add_argument("--runner", metavar="PATH", default=os.environ.get("HIL_RUNNER"),
                         help="enn_executor_runner for real boards (default: $HIL_RUNNER, which the "
                              "exynos image sets; virtual boards bring their own)")

@@ -26,6 +26,7 @@ from hil.board.servers import BoardServers
 from hil.errors import InfraError, UsageError
 from hil.paths import safe_name
 from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
+from hil.virtual.offhost import DEVICE_TIME_PROPERTY
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class PoolOptions:
     boot_timeout_s: float = 120.0
     runner_profile: str | None = None
     virtual_link: str = "none"
+    virtual_device_time: str | None = None
     adb_server: str | None = None
     board_wait_s: float = 0.0
     provision: bool = False
@@ -84,6 +86,8 @@ def bring_up(
         extra = ["--link", options.virtual_link]
         if options.runner_profile:
             extra += ["--runner-profile", options.runner_profile]
+        if options.virtual_device_time:
+            extra += ["--device-time", options.virtual_device_time]
         on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
         # warm: the executor's import is the board's start-up, not its first case's time
         process = start_virtual_board(root, options.chipset, name, extra, wait_warm=True)
@@ -130,6 +134,8 @@ def bring_up(
               "start_s": round(time.perf_counter() - began, 3)}
     if build is not None:
         record.update(build=build, flashes=flashes)
+    if info.properties.get(DEVICE_TIME_PROPERTY):  # the off-host measuring mode: not a measurement
+        record["device_time"] = info.properties[DEVICE_TIME_PROPERTY]
     log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
              choice.profile.name, ", VIRTUAL" if info.virtual else "")
     return LiveBoard(board, recovery, BoardRunner(name, choice, info.virtual), record)

@@ -46,6 +46,9 @@ class RunOptions:
     """Lowering worker processes."""
     virtual_link: str = "none"
     """Link shaping of the virtual boards hil starts (`none`, `usb2`, `usb3`)."""
+    virtual_device_time: str | None = None
+    """The off-host measuring mode of the virtual boards hil starts (`measured` or ms per
+    execution, hil/virtual/offhost.py); None: off."""
     inventory: tuple[InventoryEntry, ...] = ()
     """The boards, from `--inventory` and `--board`; empty: one per `boards` spec."""
     sources: tuple[BoardSource, ...] = ()

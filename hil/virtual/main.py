@@ -2,8 +2,9 @@
 
 Prints one line to stdout once it listens:
 `hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR fastboot=tcp:127.0.0.1:FPORT
-console=/dev/pts/N ... (VIRTUAL board: ...)` (one line), where `fastboot=` is the endpoint the
-fastboot client uses while the board is in its bootloader (`bootloader.py`).
+console=/dev/pts/N runner_profile=P [device_time=T] (VIRTUAL board: ...)` (one line), where
+`fastboot=` is the endpoint the fastboot client uses while the board is in its bootloader
+(`bootloader.py`) and device_time the off-host measuring mode (`offhost.py`).
 and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
 runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
 that line too, so that the warm-up is charged to the board's start, not to its first case.
@@ -27,6 +28,7 @@ from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
 from hil.virtual.images import PARTITIONS, FlashStore, ImageError
 from hil.virtual.link import LINKS, Link
+from hil.virtual.offhost import DEVICE_TIME_PROPERTY, parse_device_time
 from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"hil runs the host flows too (default: {DEFAULT_VIRTUAL_PROFILE})",
     )
     parser.add_argument(
+        "--device-time", default=None, metavar="measured|MS",
+        help="the off-host measuring mode (for measuring hil itself): a program+inputs runs "
+        "on the host runtime once, later execs replay its outputs and sleep a modelled device "
+        "time per execution: the latency its first run measured (measured) or MS ms; the "
+        f"board reports it as {DEVICE_TIME_PROPERTY} (default: off)",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -122,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--image {partition}=...: {exc}") from None
     device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
                     runner_profile=args.runner_profile)
+    device_time = parse_device_time(args.device_time) if args.device_time is not None else None
+    if device_time is not None:
+        device.properties[DEVICE_TIME_PROPERTY] = device_time
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -136,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         board = VirtualBoard(
             device, args.port, args.reboot_seconds, Link(args.link), faults, console,
-            fastboot_port=args.fastboot_port,
+            fastboot_port=args.fastboot_port, device_time=device_time,
         )
         asyncio.run(_serve(board, now))
     finally:
@@ -175,7 +187,8 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f" fastboot={board.bootloader.endpoint}{console} runner_profile={device.runner_profile.name} "
+        f" fastboot={board.bootloader.endpoint}{console} runner_profile={device.runner_profile.name}"
+        f"{' device_time=' + board.device_time if board.device_time else ''} "
         "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()

@@ -66,8 +66,11 @@ class VirtualBoard:
         faults: FaultPlan | None = None,
         console: VirtualConsole | None = None,
         fastboot_port: int = 0,
+        device_time: str | None = None,
     ) -> None:
         self.device = device
+        self.device_time = device_time
+        """The off-host measuring mode (`offhost.py`): `measured`, ms per execution, or None."""
         self.link = link or Link("none")
         self.port = port
         self.reboot_seconds = reboot_seconds
@@ -155,7 +158,7 @@ class VirtualBoard:
             return None
         executor = WarmExecutor(
             self.device.fs, self.device.executor_socket, vendor_lib=self.device.vendor_lib,
-            hooks=self, profile=self.device.runner_profile,
+            hooks=self, profile=self.device.runner_profile, device_time=self.device_time,
         )
         executor.start()
         return executor
