@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -38,7 +39,7 @@ if str(REPO) not in sys.path:
 from hil.board.spec import BoardSpec  # noqa: E402
 from hil.cases import load_suite  # noqa: E402
 from hil.cases.case import Case  # noqa: E402
-from hil.lower.cache import ArtifactCache  # noqa: E402
+from hil.lower.cache import ArtifactCache, cache_key  # noqa: E402
 from hil.lower.pool import lower_cases  # noqa: E402
 from hil.run import Run, RunOptions  # noqa: E402
 
@@ -124,19 +125,37 @@ def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, li
     }
 
 
+COPY_MARK = "__copy"
+
+
 def copies(cases: list[Case], count: int) -> list[Case]:
-    """`count` cases cycling through `cases`, copies under new ids (their artifacts are the
-    same: the cache serves them)."""
+    """`count` cases cycling through `cases`, copies under new ids (`lower_all` gives them
+    their original's artifact)."""
     many = (cases * (count // max(len(cases), 1) + 1))[:count]
-    return [dataclasses.replace(c, id=f"{c.id}__{i}") for i, c in enumerate(many)]
+    return [dataclasses.replace(c, id=f"{c.id}{COPY_MARK}{i}") for i, c in enumerate(many)]
 
 
 def lower_all(cases: list[Case], cache: Path, jobs: int = 2) -> None:
-    """Fill the artifact cache for `cases`."""
+    """Fill the artifact cache for `cases`: each original lowered once (the case id is part
+    of the cache key), its copies' entries copied from its own."""
+    originals = {c.id.partition(COPY_MARK)[0]: dataclasses.replace(c, id=c.id.partition(COPY_MARK)[0])
+                 for c in cases}
+    unique = list(originals.values())
     with tempfile.TemporaryDirectory() as scratch:
-        for result in lower_cases(cases, "xnnpack", "E9955", Path(scratch), ArtifactCache(cache), jobs):
+        for result in lower_cases(unique, "xnnpack", "E9955", Path(scratch), ArtifactCache(cache), jobs):
             if result.artifact is None:
-                raise RuntimeError(f"case {cases[result.index].id} does not lower")
+                raise RuntimeError(f"case {unique[result.index].id} does not lower")
+    for case in cases:
+        source = _entry(cache, originals[case.id.partition(COPY_MARK)[0]])
+        target = _entry(cache, case)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(source, target)
+
+
+def _entry(cache: Path, case: Case) -> Path:
+    key = cache_key(case, "xnnpack", "E9955")
+    return cache / key[:2] / key
 
 
 def offhost_scaling(cases: list[Case], board_counts: list[int], per_board: int, device_time: str,

@@ -34,6 +34,8 @@ PROBE_AFTER_S = 1.0
 PROBE_EVERY_S = 1.0
 """Seconds between the starts of two probes."""
 _TICK_S = 0.05
+"""The shortest wait between two looks at a supervised call (and the only one while its
+kill runs); otherwise `supervise` sleeps until its next probe, deadline or silence is due."""
 
 
 class BoardSilent(InfraError):
@@ -116,7 +118,8 @@ def supervise(
         with lock:
             last_alive = max(last_alive, started)
 
-    while not call.done.wait(_TICK_S):
+    wait_s = _TICK_S
+    while not call.done.wait(wait_s):
         now = time.monotonic()
         if deadline_s is not None and kill is None and now - start >= deadline_s:
             kill = _Call(on_deadline, f"hil kill {what}")
@@ -137,4 +140,11 @@ def supervise(
         if due and (probe is None or probe.done.is_set()):
             probe_started = now
             probe = _Call(lambda started=now: probe_once(started), f"hil probe {what}")
+        if kill is not None:
+            wait_s = _TICK_S
+        else:  # nothing changes before the next probe, the deadline or the idle limit
+            events = [max(start + PROBE_AFTER_S, probe_started + PROBE_EVERY_S), now - silent_for + idle_s]
+            if deadline_s is not None:
+                events.append(start + deadline_s)
+            wait_s = min(max(min(events) - now, _TICK_S), PROBE_EVERY_S)
     return Supervised(call.result(), kill is not None)
