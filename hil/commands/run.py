@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tuple[int, int]]],
-               localize: bool) -> tuple[int, list[dict[str, Any]]]:
+               localize: bool) -> tuple[int, Iterable[dict[str, Any]]]:
     """Run the cases `select()` gives as `hil run` does (boards, reports, the table), once
-    the options are checked; the exit code and the case records."""
+    the options are checked; the exit code and the case records (read back from results.json
+    as they are iterated)."""
     from hil.pool.labgrid import board_sources
 
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
@@ -116,7 +117,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     finally:
         progress.close()  # the run wrote results.json and JUnit on its way out, however it ended
     interrupted = the_run.interrupted
-    results = the_run.recorder.writer.current()
+    results = the_run.recorder.results()  # its cases read from results.json as they are iterated
     render_table(results)
     if localize:
         _report_localizations(results, args.plot)
@@ -130,12 +131,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         return EXIT_INTERRUPTED, the_run.records
     if not cases:
         return EXIT_OK, the_run.records  # an empty shard: nothing to run is not a failure
-    if not the_run.records or not the_run.meta["boards"] or all(
+    if not the_run.recorder.count or not the_run.meta["boards"] or all(
         "error" in b for b in the_run.meta["boards"]
     ):
         sys.stderr.write("hil: no usable board\n")
         return EXIT_INFRA, the_run.records
-    return exit_code(Verdict(r["verdict"]) for r in the_run.records), the_run.records
+    return exit_code(Verdict(name) for name in the_run.recorder.counts), the_run.records
 
 
 def say(line: str) -> None:

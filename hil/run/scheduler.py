@@ -29,6 +29,7 @@ from hil.interrupts import Stop, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import StaticSource
+from hil.report.results import CaseStream
 from hil.run.attempt import Work, attempt, infra_record
 from hil.run.options import RunOptions
 from hil.run.recorder import Recorder
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 INTERRUPT_CLEANUP_S = 5.0
 """After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
 (hil must exit within 10 s)."""
+LOWERED_AHEAD_PER_BOARD = 8
+"""Lowered cases waiting per live board (at least LOWERED_AHEAD_MIN in all): the lowering
+waits beyond that, so a run of 50,000 cached cases does not hold 50,000 artifacts at once."""
+LOWERED_AHEAD_MIN = 32
 NO_BOARD = "no usable board (every board failed to start or was quarantined)"
 
 
@@ -106,13 +111,14 @@ class Run:
         ), self.stop, lambda boards, fields: self.recorder.update_run(boards=boards, **fields))
 
     @property
-    def records(self) -> list[dict[str, Any]]:
-        """The finished cases so far, as written to results.json."""
-        return self.recorder.records
+    def records(self) -> CaseStream:
+        """The finished cases so far, as written to results.json: read back from disk as
+        they are iterated (`CaseStream`), never held."""
+        return self.recorder.results()["cases"]
 
     # -- the run ------------------------------------------------------------------------------
-    def execute(self) -> list[dict[str, Any]]:
-        """Run every case; returns the case records (also written to results.json). A stop
+    def execute(self) -> CaseStream:
+        """Run every case; returns the case records (`records`: results.json's). A stop
         (`self.stop`, e.g. SIGTERM) ends it `interrupted`: `self.interrupted` says so."""
         if not self.options.cases:  # an empty shard: no adb server, no boards
             self.recorder.close("complete")
@@ -131,6 +137,9 @@ class Run:
                         self._fail_unlowered(self._no_board())
                         self._lowering_done.set()
                     self.pool.wait_done()
+                # the boards may all be out while cases still wait to be lowered (held back
+                # by `_wait_for_room`): the lowering records them (no board left) first
+                wait_until(self._lowering_done, self.stop)
                 if self.stop.is_set():
                     self.interrupted = True
                     self.recorder.close("interrupted")  # before the boards and servers stop
@@ -212,10 +221,21 @@ class Run:
                         self._pending += 1
                         self.lowered_from_cache += lowering.cached
                     self._queue.put(Work(lowering.index, case, lowering.artifact, lowering.cached))
+                    self._wait_for_room()
         except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failure.append(exc)
         finally:
             self._lowering_done.set()
+
+    def _wait_for_room(self) -> None:
+        """Hold the lowering while the boards have enough lowered cases waiting (memory
+        bounded whatever the run's size), until they take some, no board is left, or the run
+        stops."""
+        while not self.stop.is_set() and self.pool.any_left() and not self.pool.finished():
+            ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
+            if self._queue.qsize() < ahead:
+                return
+            self.stop.wait(0.05)
 
     def _fail_leftovers(self, reason: str) -> None:
         while True:
