@@ -51,9 +51,9 @@ NO_BOARD = "no usable board (every board failed to start or was quarantined)"
 def _freeze_start_up() -> None:
     """Take what start-up allocated (torch, ExecuTorch, the boards' bring-up: most of the
     heap) out of the collector's walks (`gc.freeze`, undone at the run's end): a full
-    collection — the recorder runs one after each JUnit rendering — then walks what the run
-    allocates, not torch's objects (90 ms each, hil's largest CPU cost per case at 40 cases,
-    scripts/bench_boards.py)."""
+    collection during the run then walks what the run allocates, not torch's objects (one
+    walked them for 90 ms here; when the recorder collected after each JUnit rendering, that
+    was hil's largest CPU cost per case at 40 cases, scripts/bench_boards.py)."""
     gc.collect()
     gc.freeze()
 
