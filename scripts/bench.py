@@ -65,7 +65,7 @@ from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.link import LINKS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_boards import board_throughput, copies, offhost_scaling  # noqa: E402
+from bench_boards import board_throughput, copies, lower_all, offhost_scaling  # noqa: E402
 
 UPSTREAM_WORKDIR = "/data/local/tmp/enn-executorch-test"
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
@@ -403,7 +403,7 @@ def main() -> int:
         print("\n" + breakdown_table(rows))
 
         many = copies(cases, args.scaling_cases)
-        lower(many, cache, args.jobs)
+        lower_all(many, work / "cache", args.jobs)
         one = board_throughput(many, 1, work / "one", work / "cache", args.link)
         four = board_throughput(many, 4, work / "four", work / "cache", args.link)
         print(f"\n(d) {len(many)} cases on link {args.link}: 1 board {one['cases_per_s']:.1f} cases/s, "

@@ -38,7 +38,7 @@ if str(REPO) not in sys.path:
 from hil.board.spec import BoardSpec  # noqa: E402
 from hil.cases import load_suite  # noqa: E402
 from hil.cases.case import Case  # noqa: E402
-from hil.lower.cache import ArtifactCache  # noqa: E402
+from hil.lower.cache import ArtifactCache, cache_key  # noqa: E402
 from hil.lower.pool import lower_cases  # noqa: E402
 from hil.run import Run, RunOptions  # noqa: E402
 
@@ -124,29 +124,52 @@ def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, li
     }
 
 
+COPY_MARK = "__copy"
+MIN_MEASURED_CASES = 24
+"""Cases measured at the least (1 board): results.json and JUnit are rewritten at geometric
+checkpoints, so a short run pays more of them per case."""
+
+
 def copies(cases: list[Case], count: int) -> list[Case]:
-    """`count` cases cycling through `cases`, copies under new ids (their artifacts are the
-    same: the cache serves them)."""
+    """`count` cases cycling through `cases`, copies under new ids (`lower_all` gives them
+    their original's artifact)."""
     many = (cases * (count // max(len(cases), 1) + 1))[:count]
-    return [dataclasses.replace(c, id=f"{c.id}__{i}") for i, c in enumerate(many)]
+    return [dataclasses.replace(c, id=f"{c.id}{COPY_MARK}{i}") for i, c in enumerate(many)]
 
 
 def lower_all(cases: list[Case], cache: Path, jobs: int = 2) -> None:
-    """Fill the artifact cache for `cases`."""
+    """Fill the artifact cache for `cases`: each original lowered once (the case id is part
+    of the cache key), its copies' entries links to its own."""
+    originals = {c.id.partition(COPY_MARK)[0]: dataclasses.replace(c, id=c.id.partition(COPY_MARK)[0])
+                 for c in cases}
+    unique = list(originals.values())
     with tempfile.TemporaryDirectory() as scratch:
-        for result in lower_cases(cases, "xnnpack", "E9955", Path(scratch), ArtifactCache(cache), jobs):
+        for result in lower_cases(unique, "xnnpack", "E9955", Path(scratch), ArtifactCache(cache), jobs):
             if result.artifact is None:
-                raise RuntimeError(f"case {cases[result.index].id} does not lower")
+                raise RuntimeError(f"case {unique[result.index].id} does not lower")
+    for case in cases:
+        source = _entry(cache, originals[case.id.partition(COPY_MARK)[0]])
+        target = _entry(cache, case)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source, target_is_directory=True)
+
+
+def _entry(cache: Path, case: Case) -> Path:
+    key = cache_key(case, "xnnpack", "E9955")
+    return cache / key[:2] / key
 
 
 def offhost_scaling(cases: list[Case], board_counts: list[int], per_board: int, device_time: str,
                     work: Path, cache: Path) -> dict[str, Any]:
-    """Each board count on `per_board` x N cases in the off-host mode; the scaling ratios
+    """Each board count on `per_board` x N cases (`MIN_MEASURED_CASES` at the least) in the
+    off-host mode; the scaling ratios
     against 1 board (the first count must be 1), hil's CPU per case (the largest count's)
     and the ceiling it implies."""
     runs = {}
     for count in board_counts:
-        many = copies(cases, per_board * count + count)  # + the first case of each board
+        measured = max(per_board * count, MIN_MEASURED_CASES)
+        many = copies(cases, measured + count)  # + the first case of each board
         lower_all(many, cache)
         runs[count] = board_throughput(many, count, work / f"b{count}", cache, device_time=device_time)
         print(f"  {count:>2} boards: {json.dumps(runs[count])}", flush=True)
