@@ -17,10 +17,11 @@ ARG DEBIAN_FRONTEND=noninteractive
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Extra CA certificates (a corporate TLS proxy): every *.crt in docker/ca-certificates/.
 COPY docker/ca-certificates/ /usr/local/share/ca-certificates/hil/
-# bubblewrap: the virtual board's device sandbox. adb comes with adbutils.
+# bubblewrap: the virtual board's device sandbox. adb comes with adbutils. fastboot: Debian's
+# client, what `hil flash` / `hil run --provision` drive (hil/provision/).
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv bubblewrap \
+ && apt-get install -y --no-install-recommends ca-certificates python3 python3-venv bubblewrap fastboot \
  && update-ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \

@@ -29,9 +29,11 @@ COMMANDS = {
     "report": ("hil.commands.results", "cmd_report"),
     "merge": ("hil.commands.results", "cmd_merge"),
     "compare": ("hil.commands.results", "cmd_compare"),
+    "dashboard": ("hil.commands.dashboard", "cmd_dashboard"),
     "doctor": ("hil.doctor", "command"),
     "replicate": ("hil.replicate", "command"),
     "virtual-board": ("hil.virtual.main", "run"),
+    "flash": ("hil.commands.flash", "cmd_flash"),
 }
 """Each sub-command's module and function, imported only when it is the one asked for."""
 LOCALIZE_OUT = "hil-localize"
@@ -126,6 +128,11 @@ def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") ->
                         help="artifact cache (default: $HIL_CACHE_DIR or ~/.cache/exynos-hil/artifacts)")
     parser.add_argument("--virtual-link", default="none", metavar="none|usb2|usb3",
                         help="shape the virtual boards' adb link like a USB cable (default: none)")
+    parser.add_argument("--virtual-device-time", metavar="measured|MS",
+                        help="the virtual boards hil starts run in the off-host measuring mode "
+                             "(for measuring hil itself): each program+inputs runs once on the "
+                             "host runtime, later runs replay its outputs and sleep the latency "
+                             "it measured (measured) or MS ms per execution (default: off)")
     parser.add_argument("--runner", metavar="PATH", default=os.environ.get("HIL_RUNNER"),
                         help="enn_executor_runner for real boards (default: $HIL_RUNNER, which the "
                              "exynos image sets; virtual boards bring their own)")
@@ -139,6 +146,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") ->
     parser.add_argument("--board-wait", type=float, default=DEFAULT_BOARD_WAIT_S, metavar="S",
                         help="wait this long for a board another run holds, then leave it out "
                              f"(default: {DEFAULT_BOARD_WAIT_S:g})")
+    _add_flash_timeout(parser)
+
+
+def _add_flash_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flash-timeout", type=float, default=300.0, metavar="S",
+                        help="limit of one image's flash (--provision, hil flash, the re-flash "
+                             "rung of the recovery ladder) (default: 300)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--localize", action="store_true",
                      help="bisect the graph of every FAIL_MISMATCH case on its board: the first "
                           "diverging op (results.json `localization`)")
+    run.add_argument("--provision", action="store_true",
+                     help="before the first case, flash the inventory's images on each board "
+                          "whose build is not its expected_build (a board at that build: nothing)")
     run.add_argument("--plot", metavar="PNG",
                      help="with --localize: draw each probe's error and SQNR along the graph")
 
@@ -211,6 +228,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="cases of BASE missing from NEW do not fail the comparison "
                               "(default: they do, exit 1)")
 
+    dashboard = sub.add_parser("dashboard", help="a static page over many nights' results.json "
+                                                 "(open OUT/index.html from disk)")
+    from hil.commands.dashboard import add_arguments as add_dashboard_arguments
+
+    add_dashboard_arguments(dashboard)
+
     boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
     boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")
     boards.add_argument("--board", action="append", default=[], metavar="SPEC",
@@ -226,6 +249,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long to wait for a board (default: 30)")
     _add_adb_server(boards)
     _add_labgrid(boards)
+
+    flash = sub.add_parser("flash", help="flash the inventory's known-good images on boards "
+                                         "(fastboot), then check their build")
+    flash.add_argument("--inventory", metavar="FILE", required=True,
+                       help="board inventory YAML with images, product, fastboot, expected_build")
+    flash.add_argument("--board", action="append", default=[], metavar="NAME",
+                       help="an inventory board's name; repeatable (default: every board with images)")
+    flash.add_argument("--if-needed", action="store_true",
+                       help="only boards whose build is not the expected one")
+    flash.add_argument("--idle-timeout", type=float, default=30.0, metavar="S",
+                       help="limit of one adb call (default: 30)")
+    flash.add_argument("--boot-timeout", type=float, default=120.0, metavar="S",
+                       help="limit of entering the bootloader and of booting after (default: 120)")
+    flash.add_argument("--board-wait", type=float, default=0.0, metavar="S",
+                       help="wait this long for a board another run holds (default: 0)")
+    _add_flash_timeout(flash)
+    _add_adb_server(flash)
 
     doctor = sub.add_parser("doctor", help="SDK, adb, ExecuTorch, runner, bwrap, docker: "
                                            "found / missing / how to fix")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class UsageError(Exception):
@@ -24,3 +25,13 @@ class Where:
     def error(self, field: str, problem: str) -> UsageError:
         where = f"{self.path}: {self.entry}: " if self.entry else f"{self.path}: "
         return UsageError(f"{where}{field}: {problem}")
+
+
+class FlashError(InfraError):
+    """Provisioning a board failed (hil/provision): `step` names the step that failed,
+    `report` is the flash's record (results.json `run.boards[].flashes[]`)."""
+
+    def __init__(self, message: str, step: str, report: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.report = report or {}

@@ -47,9 +47,13 @@ class RunFailed(AssertionError):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hil", "exynos-hil board (the hil_board fixture)")
     group.addoption("--hil-board", metavar="SPEC",
-                    help="virtual, a serial, HOST:PORT, SERIAL@HOST:PORT or an inventory name "
+                    help="virtual, a serial, HOST:PORT, SERIAL@HOST:PORT, an inventory name or a "
+                         "labgrid place (labgrid:TAG=V,... or labgrid:place=NAME) "
                          "(default: $HIL_BOARD, else virtual)")
     group.addoption("--hil-inventory", metavar="FILE", help="board inventory (default: $HIL_INVENTORY)")
+    group.addoption("--hil-labgrid", metavar="HOST:PORT",
+                    help="the labgrid coordinator of labgrid: boards (default: $HIL_LABGRID, "
+                         "else $LG_COORDINATOR)")
     group.addoption("--hil-adb-server", metavar="HOST:PORT|own",
                     help="the lab's adb server (default: $HIL_ADB_SERVER, ANDROID_ADB_SERVER_*)")
     group.addoption("--hil-chipset", metavar="E9955|E9965", help="default: $HIL_CHIPSET, else E9955")
@@ -101,8 +105,7 @@ class HilBoard:
         from hil.adbserver import server_choice
         from hil.errors import InfraError, UsageError
         from hil.pool.bringup import PoolOptions
-        from hil.pool.held import ASSIGNED, HeldBoard
-        from hil.pool.sources import StaticSource
+        from hil.pool.held import ASSIGNED, HeldBoard, held_sources
 
         option = config.getoption
         spec = option("--hil-board") or os.environ.get("HIL_BOARD") or "virtual"
@@ -110,10 +113,8 @@ class HilBoard:
         folder = Path(tempfile.mkdtemp(prefix="hil-pytest-"))
         try:
             inventory = option("--hil-inventory") or os.environ.get("HIL_INVENTORY")
-            source = StaticSource.from_args(inventory, [spec])
-            if len(source.entries) != 1:
-                raise UsageError(f"--hil-board {spec}: names {len(source.entries)} boards, not one")
-            held = HeldBoard(source, PoolOptions(
+            labgrid = option("--hil-labgrid") or os.environ.get("HIL_LABGRID")
+            held = HeldBoard(held_sources(inventory, spec, labgrid), PoolOptions(
                 chipset=option("--hil-chipset") or os.environ.get("HIL_CHIPSET") or "E9955",
                 run_id=f"pytest-{os.getpid()}", out_dir=folder, runner=Path(runner) if runner else None,
                 timeout_s=option("--hil-timeout"), runner_profile=option("--hil-runner-profile"),

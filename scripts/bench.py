@@ -10,11 +10,19 @@ One process measures, on the same virtual boards and link, and prints tables:
       measured on an unshaped board), per case; and vs the link minimum plus everything the
       board does for a case (the minimal client's whole case on an unshaped board);
   (d) 1 vs 4 virtual boards on >= 40 cases (board phase of a real `Run`, lowering cached),
-      with the CPU each case costs hil and the boards;
-  (e) cold vs warm lowering of the suite.
+      with the CPU each case costs hil and the boards: bound by this rig, whose boards run
+      every program on this machine's cores (`scaling_4_boards_rig`);
+  (e) cold vs warm lowering of the suite;
+  (f) 1, 4 and 16 virtual boards in the off-host measuring mode (hil/virtual/offhost.py:
+      outputs replayed, device time slept), so that the boards cost hil's work only:
+      hil's CPU per case (the `hil run` process and its private adb server, CPU time),
+      cases/s, the scaling ratios and the ceiling they imply (scripts/bench_boards.py).
 `--json FILE` writes the figures: seed_speedup, hil_vs_minimal_client, overhead_vs_link_min,
-overhead_vs_board_floor, scaling_4_boards, warm_relower_count, warm_vs_cold, the per-case
-breakdown, board costs, CPU per case and the machine's load average.
+overhead_vs_board_floor, scaling_4_boards_rig, warm_relower_count, warm_vs_cold, the per-case
+breakdown, board costs, CPU per case and the machine's load average; from (f)
+hil_cpu_ms_per_case, cases_per_s_{1,4,16}_boards, scaling_4_boards, scaling_16_boards,
+hil_cpu_ceiling_cases_per_s, hil_cpu_ceiling_boards_per_core (with each measurement's load
+average under `offhost`).
 
 The minimal client is the floor for what hil does per case: ~60 lines of Python on raw
 sockets, no adbutils, no threads, no watchdog, no parsing, no results. It opens each service
@@ -47,16 +55,17 @@ from hil.adbserver import AdbServer
 from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, folder_markers
 from hil.board.commands import device_command
 from hil.board.preflight import VIRTUAL_RUNNER
-from hil.board.spec import BoardSpec
 from hil.cases import load_suite
 from hil.cases.case import Case
 from hil.latency_plan import NoiseControl
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache
 from hil.lower.pool import lower_cases
-from hil.run import Run, RunOptions
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.link import LINKS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_boards import board_throughput, copies, lower_all, offhost_scaling  # noqa: E402
 
 UPSTREAM_WORKDIR = "/data/local/tmp/enn-executorch-test"
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
@@ -320,69 +329,6 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
     return {"rows": rows, "board": board_ms}
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and of its children it has reaped (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def board_throughput(cases: list[Case], boards: int, link: str, work: Path, cache: Path) -> dict[str, float]:
-    """(d): cases per second in the board phase of a real `Run` with `boards` virtual boards,
-    and the CPU per case of hil's process and of the boards' processes."""
-    finished: list[float] = []
-    cpu: dict[str, float] = {}
-    options = RunOptions(
-        cases=tuple(cases), boards=tuple(BoardSpec(virtual=True) for _ in range(boards)),
-        flow="xnnpack", chipset="E9955", out_dir=work,
-        results_path=work / "results.json", junit_path=work / "junit.xml",
-        cache_dir=cache, jobs=1, virtual_link=link,
-    )
-
-    def on_record(record: dict[str, Any]) -> None:
-        finished.append(time.perf_counter())
-        if len(finished) == 1:
-            cpu["hil"], cpu["boards"] = _own_cpu(), _boards_cpu()
-        elif len(finished) == len(cases):
-            cpu["hil"], cpu["boards"] = _own_cpu() - cpu["hil"], _boards_cpu() - cpu["boards"]
-
-    records = Run(options, on_record=on_record).execute()
-    bad = [r for r in records if r["verdict"] not in ("PASS", "PASS_UNDELEGATED")]
-    if bad:
-        raise RuntimeError(f"{len(bad)} cases did not pass, e.g. {bad[0]['id']}: {bad[0]['message']}")
-    # The span between the first and the last finished case excludes board start-up.
-    span = finished[-1] - finished[0]
-    per_case = len(finished) - 1
-    return {"cases_per_s": per_case / span, "hil_cpu_ms": cpu["hil"] / per_case * 1000,
-            "board_cpu_ms": cpu["boards"] / per_case * 1000}
-
-
-def _own_cpu() -> float:
-    times = os.times()
-    return times.user + times.system
-
-
-def _boards_cpu() -> float:
-    """CPU of every virtual board process (children of this one) and what they reaped."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text.rsplit(")", 1)[1].split()
-        if int(fields[1]) == os.getpid() and "hil.virtual.main" in _cmdline(stat.parent):
-            total += _cpu_seconds(int(stat.parent.name))
-    return total
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def breakdown_table(rows: list[dict[str, Any]]) -> str:
     """Where a case's time goes (medians over the cases), hil beside the minimal client."""
     def med(key: str) -> float:
@@ -415,6 +361,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="repetitions per case and contender")
     parser.add_argument("--scaling-cases", type=int, default=40, help="cases for (d)")
     parser.add_argument("--jobs", type=int, default=2, help="lowering workers for (e)")
+    parser.add_argument("--offhost-per-board", type=int, default=8,
+                        help="(f): measured cases per board (default: 8)")
+    parser.add_argument("--offhost-device-time", default="1000",
+                        help="(f): the off-host mode's ms per execution, or measured (default: 1000)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -452,27 +402,36 @@ def main() -> int:
               f"runner front {board['runner_front_ms']:.1f} ms")
         print("\n" + breakdown_table(rows))
 
-        many = (cases * (args.scaling_cases // max(len(cases), 1) + 1))[: args.scaling_cases]
-        if len(cases) < args.scaling_cases:  # too few cases: copies under new ids, pre-lowered
-            many = [dataclasses.replace(c, id=f"{c.id}__{i}") for i, c in enumerate(many)]
-            lower(many, cache, args.jobs)
-        one = board_throughput(many, 1, args.link, work / "one", work / "cache")
-        four = board_throughput(many, 4, args.link, work / "four", work / "cache")
+        many = copies(cases, args.scaling_cases)
+        lower_all(many, work / "cache", args.jobs)
+        one = board_throughput(many, 1, work / "one", work / "cache", args.link)
+        four = board_throughput(many, 4, work / "four", work / "cache", args.link)
         print(f"\n(d) {len(many)} cases on link {args.link}: 1 board {one['cases_per_s']:.1f} cases/s, "
-              f"4 boards {four['cases_per_s']:.1f} cases/s: {four['cases_per_s'] / one['cases_per_s']:.2f}x")
+              f"4 boards {four['cases_per_s']:.1f} cases/s: {four['cases_per_s'] / one['cases_per_s']:.2f}x "
+              "(rig-bound: the boards run every program on this machine)")
         for name, figures in (("1 board", one), ("4 boards", four)):
             print(f"    {name}: CPU per case: hil {figures['hil_cpu_ms']:.1f} ms, boards "
                   f"{figures['board_cpu_ms']:.1f} ms")
         cores = os.cpu_count() or 1
         cpu_per_case = (four["hil_cpu_ms"] + four["board_cpu_ms"]) / 1000
         print(f"    CPU ceiling on {cores} cores: {cores / cpu_per_case:.1f} cases/s")
+        print(f"\n(f) off-host mode ({args.offhost_device_time} ms per execution), "
+              f"{args.offhost_per_board} cases per board:")
+        offhost = offhost_scaling(cases, [1, 4, 16], args.offhost_per_board, args.offhost_device_time,
+                                  work / "offhost", work / "cache")
+        print(f"    hil CPU per case {offhost['hil_cpu_ms_per_case']:.1f} ms (goal <= 5); "
+              f"4 boards {offhost['scaling_4_boards']:.2f}x (goal >= 3.6), "
+              f"16 boards {offhost['scaling_16_boards']:.2f}x (goal >= 14); one core of hil feeds "
+              f"{offhost['hil_cpu_ceiling_boards_per_core']:.0f} boards "
+              f"({offhost['hil_cpu_ceiling_cases_per_s']:.0f} cases/s)")
 
     figures = {
         "seed_speedup": round(speedup, 3),
         "hil_vs_minimal_client": round(vs_minimal, 3),
         "overhead_vs_link_min": round(overhead, 3),
         "overhead_vs_board_floor": round(vs_board_floor, 3),
-        "scaling_4_boards": round(four["cases_per_s"] / one["cases_per_s"], 3),
+        "scaling_4_boards_rig": round(four["cases_per_s"] / one["cases_per_s"], 3),
+        **offhost,
         "warm_relower_count": warm_count,
         "warm_vs_cold": round(warm_s / cold_s, 4),
         "board_per_exec_ms": board,

@@ -88,3 +88,22 @@ def test_impossible_tolerance_is_a_mismatch_with_exit_1(tmp_path):
     failures = [tc for suite in JUnitXml.fromfile(str(junit)) for tc in suite if tc.result]
     assert [tc.name for tc in failures] == ["export_differs"]
     assert "max abs error 0.5" in failures[0].result[0].message
+
+
+def test_off_host_mode_passes_and_results_say_so(tmp_path):
+    """`--virtual-device-time`: the virtual board replays outputs (hil checks them as ever)
+    and the run's records name the mode, so nobody reads its latencies as measurements."""
+    done, junit, results = hil_run(tmp_path, "--suite", str(FIXTURES / "tiny.yaml"), "--flow", "portable",
+                                   "--iterations", "2", "--virtual-device-time", "20")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(results.read_text())
+    (board,) = doc["run"]["boards"]
+    assert board["device_time"] == "20" and board["properties"]["ro.hil.virtual.device_time"] == "20"
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * 3
+    for case in doc["cases"]:  # the 1st invocation runs the runtime, the 2nd replays: 20 ms
+        assert case["latency_ms"]["samples"][-1] >= 20
+    assert junit.read_text().count("off-host mode, device time 20") == 3  # each case's board line
+    bad = subprocess.run([sys.executable, "-m", "hil", "run", "--virtual-device-time", "fast"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 3 and "--virtual-device-time 'fast'" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -14,6 +14,8 @@ boards:
       cycle: [pdu-ctl, cycle, "3"]    # optional: default off, wait, on
     tags: [lab-a, nightly]        # optional
     runner_profile: hil           # optional: upstream | hil (what its runner can execute)
+    images: {boot: boot.img}      # optional, with flash_order, expected_build, product,
+    fastboot: R3CX40ABCDE         #   fastboot: what it should run (hil/board/images.py)
   - name: e9965-b
     adb: 192.168.1.50:5555
     chipset: E9965
@@ -39,6 +41,8 @@ from typing import Any
 import yaml
 
 from hil.adbserver import parse_server
+from hil.board.images import FIELDS as PROVISIONING_FIELDS
+from hil.board.images import Provisioning, parse_provisioning
 from hil.board.labgrid_spec import LabgridRequest, check_tags
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
@@ -50,8 +54,9 @@ NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
 _CONSOLE_SCHEMES = ("socket://", "rfc2217://")
 _FIELDS = {"name", "adb", "adb_server", "chipset", "console", "console_baud", "power", "tags",
-           "runner_profile"}
-_LABGRID_FIELDS = {"name", "labgrid", "chipset", "runner_profile", "tags"}
+           "runner_profile", *PROVISIONING_FIELDS}
+_LABGRID_FIELDS = {"name", "labgrid", "chipset", "runner_profile", "tags",
+                   *(set(PROVISIONING_FIELDS) - {"fastboot"})}
 """An entry that is a labgrid place (`labgrid:` instead of `adb:`): hil/pool/labgrid.py."""
 _POWER_COMMANDS = ("on", "off", "cycle")
 _RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
@@ -85,6 +90,8 @@ class InventoryEntry:
     labgrid: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     """For a labgrid place (hil/pool/labgrid.py): coordinator, place, exporter, host,
     reservation, holder, tags — recorded as results.json `run.boards[].labgrid`."""
+    provisioning: Provisioning | None = field(default=None, compare=False, hash=False)
+    """Its known-good images and expected build (hil/board/images.py); None: not provisioned."""
 
     @property
     def network(self) -> bool:
@@ -177,7 +184,9 @@ def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridReque
     if runner_profile is not None and runner_profile not in PROFILES:
         raise where.error("runner_profile", f"{runner_profile!r}: expected one of {', '.join(PROFILES)}")
     return LabgridRequest(label=name, tags=filt, count=count, chipset=chipset,
-                          runner_profile=runner_profile)
+                          runner_profile=runner_profile,
+                          provisioning=parse_provisioning(where, item, path.resolve().parent,
+                                                          endpoint_given=True))
 
 
 def _text(where: Where, item: dict[str, Any], field: str, required: bool) -> str | None:
@@ -224,7 +233,7 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     return InventoryEntry(
         name=name, adb=adb, chipset=chipset, console=console, console_baud=baud,
         power=_power(where, item.get("power")), tags=tuple(tags), adb_server=adb_server,
-        runner_profile=runner_profile,
+        runner_profile=runner_profile, provisioning=parse_provisioning(where, item, path.resolve().parent),
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from hil.board.images import Provisioning
 from hil.errors import UsageError
 
 PREFIX = "labgrid:"
@@ -42,6 +43,8 @@ class LabgridRequest:
     """An inventory entry's chipset (wins over the place's tags)."""
     runner_profile: str | None = None
     """An inventory entry's runner profile (wins over the place's tags)."""
+    provisioning: Provisioning | None = None
+    """An inventory entry's images and build; the fastboot endpoint is the place's."""
 
     def describe(self) -> str:
         filt = ",".join(f"{k}={v}" for k, v in self.tags)

@@ -1,9 +1,9 @@
 """The recovery ladder: how a board that failed is brought back, or taken out of the run.
 
 ```
-HEALTHY ─fail─► RECONNECT ─fail─► REBOOT ─fail─► POWER_CYCLE ─fail─► QUARANTINED
-   ▲               │                 │                 │
-   └─── the board answers, has booted and reports its chipset ◄──┘
+HEALTHY ─fail─► RECONNECT ─fail─► REBOOT ─fail─► POWER_CYCLE ─fail─► REFLASH ─fail─► QUARANTINED
+   ▲               │                 │                 │                 │
+   └─── the board answers, has booted and reports its chipset ◄──────────┘
 ```
 
 One enum and one transition function say which step follows which (`transition`); the
@@ -15,10 +15,14 @@ board-specific work of each step lives in `Recovery`:
 - REBOOT: `adb reboot`, wait until the board is no longer `device` (so the old state is not
   mistaken for the new one), then until it is `device` again with `sys.boot_completed=1`.
 - POWER_CYCLE (only with power control): `cycle()`, then the same wait.
+- REFLASH (only for a board with images in the inventory): flash its known-good images
+  (hil/provision, given as `reflash`), which ends with the board booted at its expected build.
 - QUARANTINED: the board is out for the rest of the run; the run goes on with the others.
 
 A crash seen on the console starts the ladder at REBOOT: a panicked kernel is not fixed by
-reconnecting.
+reconnecting. A board that needs a person (its ENN library gone, say) is quarantined at once,
+unless it can be re-flashed: then the ladder starts at REFLASH (a broken vendor partition is
+what a re-flash cures, and no reboot does).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import adbutils
 
@@ -52,26 +57,32 @@ class Rung(enum.Enum):
     RECONNECT = "reconnect"
     REBOOT = "reboot"
     POWER_CYCLE = "power-cycle"
+    REFLASH = "reflash"
     QUARANTINED = "quarantined"
 
 
-def transition(rung: Rung, recovered: bool, has_power: bool) -> Rung:
+def transition(rung: Rung, recovered: bool, has_power: bool, has_images: bool = False) -> Rung:
     """The rung after trying `rung`: HEALTHY when the board is back, else the next step up
-    (POWER_CYCLE is skipped without power control). A quarantined board has no next rung."""
+    (POWER_CYCLE is skipped without power control, REFLASH without images). A quarantined
+    board has no next rung."""
     if rung is Rung.QUARANTINED:
         raise ValueError("a quarantined board stays out of the run")
     if recovered:
         return Rung.HEALTHY
+    last = Rung.REFLASH if has_images else Rung.QUARANTINED
     return {
         Rung.HEALTHY: Rung.RECONNECT,
         Rung.RECONNECT: Rung.REBOOT,
-        Rung.REBOOT: Rung.POWER_CYCLE if has_power else Rung.QUARANTINED,
-        Rung.POWER_CYCLE: Rung.QUARANTINED,
+        Rung.REBOOT: Rung.POWER_CYCLE if has_power else last,
+        Rung.POWER_CYCLE: last,
+        Rung.REFLASH: Rung.QUARANTINED,
     }[rung]
 
 
-def first_rung(error: BaseException) -> Rung:
+def first_rung(error: BaseException, has_images: bool = False) -> Rung:
     """Where the ladder starts for this failure."""
+    if isinstance(error, NeedsPerson):
+        return Rung.REFLASH if has_images else Rung.QUARANTINED
     return Rung.REBOOT if isinstance(error, ConsoleCrash) else Rung.RECONNECT
 
 
@@ -135,7 +146,16 @@ class Recovery:
     """Limit of one adb call, and of the reconnect step."""
     boot_s: float = 120.0
     """Limit of a reboot or power cycle, until `sys.boot_completed=1`."""
+    reflash: Callable[[], dict[str, Any]] | None = None
+    """Flash the board's known-good images and return the flash's record (hil/provision;
+    FlashError when it fails); None: the board has no images, no REFLASH rung."""
     history: list[Step] = field(default_factory=list)
+    flashes: list[dict[str, Any]] = field(default_factory=list)
+    """The records of the REFLASH rungs tried (results.json `run.boards[].flashes`)."""
+
+    @property
+    def can_reflash(self) -> bool:
+        return self.reflash is not None
 
     def recover(self, start: Rung) -> Rung:
         """Climb from `start` until the board is back (HEALTHY) or QUARANTINED."""
@@ -156,7 +176,8 @@ class Recovery:
             log.warning("%s: recovery %s: %s%s", self.board.name, rung.value,
                         "board is back" if step.recovered else "failed",
                         f" ({step.message})" if step.message else "")
-            rung = Rung.QUARANTINED if person else transition(rung, step.recovered, self.power is not None)
+            rung = Rung.QUARANTINED if person else transition(
+                rung, step.recovered, self.power is not None, self.can_reflash)
         return rung
 
     def _step(self, rung: Rung) -> None:
@@ -169,6 +190,13 @@ class Recovery:
             assert self.power is not None
             self.power.cycle()
             self._wait_booted(self.boot_s)
+        elif rung is Rung.REFLASH:
+            assert self.reflash is not None
+            try:
+                self.flashes.append(self.reflash())
+            except InfraError as exc:
+                self.flashes.append(getattr(exc, "report", None) or {"error": str(exc)})
+                raise
 
     def _reconnect(self, limit_s: float) -> None:
         self.keeper.ensure_alive()
@@ -193,24 +221,34 @@ class Recovery:
         except (InfraError, *ADB_ERRORS) as exc:
             return str(exc) or type(exc).__name__
 
-    def _reboot(self) -> None:
-        """`adb reboot` (the `reboot:` service, which an unrooted shell user may use),
-        then wait until the board has left state `device`."""
+    def _reboot(self, target: str = "") -> None:
+        """`adb reboot [TARGET]` (the `reboot:TARGET` service, which an unrooted shell user
+        may use; TARGET `bootloader` enters fastboot), then wait until the board has left
+        state `device`."""
 
         def request() -> None:
             connection = self.board.device.open_transport(timeout=self.idle_s)
             try:
-                connection.send_command("reboot:")
+                connection.send_command(f"reboot:{target}")
                 connection.check_okay()
             finally:
                 connection.close()
 
-        bounded(request, self.idle_s, "adb reboot")
+        bounded(request, self.idle_s, f"adb reboot {target}".strip())
         deadline = time.monotonic() + self.idle_s
         while self._state() == "device":
             if time.monotonic() > deadline:
                 raise InfraError(f"{self.board.address}: still 'device' {self.idle_s:g} s after reboot")
             time.sleep(POLL_S)
+
+    def reboot_to(self, target: str) -> None:
+        """`adb reboot TARGET` (`bootloader`: fastboot), returning once the board has left adb."""
+        self._reboot(target)
+
+    def wait_booted(self, limit_s: float) -> None:
+        """Reconnect until the board is `device` with `sys.boot_completed=1` (InfraError past
+        `limit_s`)."""
+        self._wait_booted(limit_s)
 
     def _wait_booted(self, limit_s: float) -> None:
         """Reconnect until the board is `device` with `sys.boot_completed=1`."""

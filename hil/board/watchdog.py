@@ -32,8 +32,12 @@ T = TypeVar("T")
 PROBE_AFTER_S = 1.0
 """A supervised call this old gets liveness probes (shorter ones never pay for them)."""
 PROBE_EVERY_S = 1.0
-"""Seconds between the starts of two probes."""
+"""Seconds between the starts of two probes at the least; with a longer idle limit, a
+quarter of it (`probe_interval`): a board is declared silent `idle_s` after its last answer
+however often it is asked, and each probe is a connection through the adb server."""
 _TICK_S = 0.05
+"""The shortest wait between two looks at a supervised call (and the only one while its
+kill runs); otherwise `supervise` sleeps until its next probe, deadline or silence is due."""
 
 
 class BoardSilent(InfraError):
@@ -82,6 +86,11 @@ class Supervised(Generic[T]):
     """The deadline passed and `on_deadline` ran before the call returned."""
 
 
+def probe_interval(idle_s: float) -> float:
+    """Seconds between two liveness probes of a board whose idle limit is `idle_s`."""
+    return max(PROBE_EVERY_S, idle_s / 4)
+
+
 def supervise(
     fn: Callable[[], T],
     alive: Callable[[], None],
@@ -96,6 +105,8 @@ def supervise(
     BoardSilent when no probe succeeded for `idle_s`; exceptions of `fn` and `on_deadline`
     propagate."""
     start = time.monotonic()
+    every_s = probe_interval(idle_s)
+    first_s = max(PROBE_AFTER_S, every_s)
     call = _Call(fn, f"hil {what}")
     lock = threading.Lock()
     last_alive = start
@@ -116,7 +127,8 @@ def supervise(
         with lock:
             last_alive = max(last_alive, started)
 
-    while not call.done.wait(_TICK_S):
+    wait_s = _TICK_S
+    while not call.done.wait(wait_s):
         now = time.monotonic()
         if deadline_s is not None and kill is None and now - start >= deadline_s:
             kill = _Call(on_deadline, f"hil kill {what}")
@@ -133,8 +145,15 @@ def supervise(
         if silent_for > idle_s:
             detail = f" (last probe: {reason})" if reason else ""
             raise BoardSilent(f"{what}: the board did not answer for {idle_s:g} s{detail}")
-        due = now - start >= PROBE_AFTER_S and now - probe_started >= PROBE_EVERY_S
+        due = now - start >= first_s and now - probe_started >= every_s
         if due and (probe is None or probe.done.is_set()):
             probe_started = now
             probe = _Call(lambda started=now: probe_once(started), f"hil probe {what}")
+        if kill is not None:
+            wait_s = _TICK_S
+        else:  # nothing changes before the next probe, the deadline or the idle limit
+            events = [max(start + first_s, probe_started + every_s), now - silent_for + idle_s]
+            if deadline_s is not None:
+                events.append(start + deadline_s)
+            wait_s = min(max(min(events) - now, _TICK_S), every_s)
     return Supervised(call.result(), kill is not None)

@@ -24,13 +24,13 @@ def cmd_localize(args: argparse.Namespace) -> int:
         raise UsageError("--sqnr-floor: only with --against fp32")
     args.precision = args.precision or "fp32"
     code, records = run_cases(args, lambda: ([_one_case(args)], (1, 1)), localize=True)
-    if code == EXIT_INTERRUPTED or not records or "FAIL_MISMATCH" in (
-            records[0]["verdict"], records[0].get("actual_verdict")):
+    record = next(iter(records), None)
+    if code == EXIT_INTERRUPTED or record is None or "FAIL_MISMATCH" in (
+            record["verdict"], record.get("actual_verdict")):
         return code
     from hil.report.results import case_key
     from hil.verdict import Verdict
 
-    record = records[0]
     verdict = Verdict(record["verdict"])
     board = f" on {record['board']}" if record.get("board") else ""
     ended = f"{case_key(record)} ended {verdict.value}{board}"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from hil.commands.common import cache_dir, choice, emit_github, lab_server, select_cases, writable
 from hil.errors import UsageError
 from hil.verdict import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+from hil.virtual.offhost import parse_device_time
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -23,9 +24,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tuple[int, int]]],
-               localize: bool) -> tuple[int, list[dict[str, Any]]]:
+               localize: bool) -> tuple[int, Iterable[dict[str, Any]]]:
     """Run the cases `select()` gives as `hil run` does (boards, reports, the table), once
-    the options are checked; the exit code and the case records."""
+    the options are checked; the exit code and the case records (read back from results.json
+    as they are iterated)."""
     from hil.pool.labgrid import board_sources
 
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
@@ -35,8 +37,14 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
             raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
+    if args.flash_timeout <= 0:
+        raise UsageError(f"--flash-timeout: {args.flash_timeout} is out of range")
     adb_server = lab_server(args.adb_server)
     entries, sources = board_sources(args.inventory, args.board, args.labgrid)
+    if getattr(args, "provision", False):
+        from hil.commands.flash import check_images
+
+        check_images(entries, args.inventory)
     out = writable(args.out, "--out", folder=True)
     junit_path = writable(args.junit or out / "junit.xml", "--junit")
     results_path = writable(args.results or out / "results.json", "--results")
@@ -76,9 +84,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         cache_dir=None if args.no_cache else cache_dir(args.cache_dir),
         jobs=args.jobs,
         virtual_link=choice(args.virtual_link, ("none", "usb2", "usb3"), "--virtual-link"),
+        virtual_device_time=(None if args.virtual_device_time is None else
+                             parse_device_time(args.virtual_device_time, "--virtual-device-time")),
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
         adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,
+        provision=getattr(args, "provision", False), flash_timeout_s=args.flash_timeout,
         sources=tuple(sources),
     )
 
@@ -113,7 +124,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     finally:
         progress.close()  # the run wrote results.json and JUnit on its way out, however it ended
     interrupted = the_run.interrupted
-    results = the_run.recorder.writer.current()
+    results = the_run.recorder.results()  # its cases read from results.json as they are iterated
     render_table(results)
     if localize:
         _report_localizations(results, args.plot)
@@ -127,12 +138,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         return EXIT_INTERRUPTED, the_run.records
     if not cases:
         return EXIT_OK, the_run.records  # an empty shard: nothing to run is not a failure
-    if not the_run.records or not the_run.meta["boards"] or all(
+    if not the_run.recorder.count or not the_run.meta["boards"] or all(
         "error" in b for b in the_run.meta["boards"]
     ):
         sys.stderr.write("hil: no usable board\n")
         return EXIT_INFRA, the_run.records
-    return exit_code(Verdict(r["verdict"]) for r in the_run.records), the_run.records
+    return exit_code(Verdict(name) for name in the_run.recorder.counts), the_run.records
 
 
 def say(line: str) -> None:

@@ -43,7 +43,8 @@ START_S = 60.0
 RELEASE_S = 60.0
 """How long `-d` waits for the holder to give everything back before it sends SIGTERM."""
 BOARD_HELP = ("set HIL_BOARD to a serial, HOST:PORT, SERIAL@HOST:PORT, an inventory name "
-              "(with HIL_INVENTORY) or virtual")
+              "(with HIL_INVENTORY), a labgrid place (labgrid:TAG=V,... with HIL_LABGRID or "
+              "LG_COORDINATOR) or virtual")
 
 
 class Failed(Exception):
@@ -90,19 +91,18 @@ def enqueue(session: Session) -> int:
     """Start the session's holder for HIL_BOARD; return once it listens."""
     from hil.adbserver import server_choice
     from hil.errors import UsageError
-    from hil.pool.sources import StaticSource
+    from hil.pool.held import held_sources
 
     board = os.environ.get("HIL_BOARD", "").strip()
     if not board:
         raise Failed(f"-Q: no board to request: {BOARD_HELP}")
     inventory = os.environ.get("HIL_INVENTORY") or None
+    labgrid = os.environ.get("HIL_LABGRID") or None
     try:
-        entries = StaticSource.from_args(inventory, [board]).entries
+        held_sources(inventory, board, labgrid)  # the holder reads them again: checked here first
         adb_server = server_choice(None)
     except UsageError as exc:
         raise Failed(f"-Q: HIL_BOARD={board}: {exc}") from None
-    if len(entries) != 1:
-        raise Failed(f"-Q: HIL_BOARD={board} names {len(entries)} boards; a session holds one")
     holder = _live_holder(session)
     if holder is not None:
         _say(f"queued: session {session.name} already holds {holder['board']} (holder pid {holder['pid']})")
@@ -114,6 +114,7 @@ def enqueue(session: Session) -> int:
     request = {
         "session": session.name, "board": board,
         "inventory": str(Path(inventory).resolve()) if inventory else None,
+        "labgrid": labgrid or os.environ.get("LG_COORDINATOR") or None,
         "adb_server": adb_server, "chipset": os.environ.get("HIL_CHIPSET") or "E9955",
         "runner": os.environ.get("HIL_RUNNER") or None,
         "runner_profile": os.environ.get("HIL_RUNNER_PROFILE") or None,

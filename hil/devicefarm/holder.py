@@ -40,8 +40,7 @@ from hil.devicefarm.session import FINAL_FILE, HOLDER_FILE, Session, read_messag
 from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, StopSignals
 from hil.pool.bringup import PoolOptions
-from hil.pool.held import ASSIGNED, UNAVAILABLE, HeldBoard
-from hil.pool.sources import StaticSource
+from hil.pool.held import ASSIGNED, UNAVAILABLE, HeldBoard, held_sources
 
 log = logging.getLogger("hil.devicefarm")
 
@@ -141,12 +140,12 @@ class Holder:
         self.timeout_s = float(request.get("timeout_s") or 600.0)
         self.idle_limit_s = float(request.get("idle_s") or 7200.0)
         self.released_by_client = threading.Event()
-        source = StaticSource.from_args(request.get("inventory"), [request["board"]])
-        if len(source.entries) != 1:
-            raise UsageError(f"HIL_BOARD={request['board']!r} names {len(source.entries)} boards: "
-                           "a session holds exactly one")
+        try:
+            sources = held_sources(request.get("inventory"), request["board"], request.get("labgrid"))
+        except UsageError as exc:
+            raise UsageError(f"HIL_BOARD={request['board']!r}: {exc}") from None
         runner = request.get("runner")
-        self.held = HeldBoard(source, PoolOptions(
+        self.held = HeldBoard(sources, PoolOptions(
             chipset=request.get("chipset") or "E9955", run_id=session.run_id,
             out_dir=session.folder, runner=Path(runner) if runner else None,
             timeout_s=self.timeout_s, runner_profile=request.get("runner_profile"),

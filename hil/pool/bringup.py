@@ -1,4 +1,5 @@
-"""Bring one board up for the pool: start it (virtual) or reach it, preflight it, open its
+"""Bring one board up for the pool: start it (virtual) or reach it, read its build and flash
+its known-good images when it differs (`--provision`, hil/provision), preflight it, open its
 console, install the runner, learn its runner profile. The lease is taken before (the pool's).
 
 InfraError means the board is not used; UsageError is the user's to fix (a real board and no
@@ -25,6 +26,7 @@ from hil.board.servers import BoardServers
 from hil.errors import InfraError, UsageError
 from hil.paths import safe_name
 from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
+from hil.virtual.offhost import DEVICE_TIME_PROPERTY
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,13 @@ class PoolOptions:
     boot_timeout_s: float = 120.0
     runner_profile: str | None = None
     virtual_link: str = "none"
+    virtual_device_time: str | None = None
     adb_server: str | None = None
     board_wait_s: float = 0.0
+    provision: bool = False
+    """`--provision`: flash a board with images whose build is not the expected one."""
+    flash_timeout_s: float = 300.0
+    """Limit of one image's flash."""
 
 
 @dataclass
@@ -79,6 +86,8 @@ def bring_up(
         extra = ["--link", options.virtual_link]
         if options.runner_profile:
             extra += ["--runner-profile", options.runner_profile]
+        if options.virtual_device_time:
+            extra += ["--device-time", options.virtual_device_time]
         on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
         # warm: the executor's import is the board's start-up, not its first case's time
         process = start_virtual_board(root, options.chipset, name, extra, wait_warm=True)
@@ -87,6 +96,7 @@ def bring_up(
     address = entry.adb
     device = connect_keeping_server(entry, adb, servers.keeper_for(adb), address, idle_s)
     probe = AdbBoard(name, address, device, options.run_id, VIRTUAL_RUNNER, options.timeout_s, idle_s)
+    flashes, build = _provision(entry, options, probe, servers)
     report = inspect_board(probe, entry, options.chipset, console=False)
     if report.problems:
         raise InfraError(f"preflight: {'; '.join(report.problems)}")
@@ -97,7 +107,8 @@ def bring_up(
             "Android (scripts/build-enn.sh --build android, or $HIL_RUNNER in the exynos image)"
         )
     console = _open_console(entry, options)
-    board = AdbBoard(name, address, device, options.run_id, runner, options.timeout_s, idle_s, console)
+    board = AdbBoard(name, address, probe.device, options.run_id, runner, options.timeout_s, idle_s,
+                     console)  # probe.device: a flash reconnected it
     try:
         info = board.prepare()
     except InfraError:
@@ -109,6 +120,9 @@ def bring_up(
         power=entry.power, expected_chipset=report.chipset, idle_s=idle_s,
         boot_s=options.boot_timeout_s,
     )
+    recovery.flashes.extend(flashes)
+    if entry.provisioning is not None and entry.provisioning.flashable:
+        recovery.reflash = _reflash(entry, options, recovery)
     choice = choose_profile(
         options.runner_profile, entry.runner_profile,
         info.properties.get(VIRTUAL_PROFILE_PROPERTY) if info.virtual else None,
@@ -118,9 +132,62 @@ def bring_up(
               "properties": info.properties, "console": entry.console if console is not None else None,
               "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
               "start_s": round(time.perf_counter() - began, 3)}
+    if build is not None:
+        record.update(build=build, flashes=flashes)
+    if info.properties.get(DEVICE_TIME_PROPERTY):  # the off-host measuring mode: not a measurement
+        record["device_time"] = info.properties[DEVICE_TIME_PROPERTY]
     log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
              choice.profile.name, ", VIRTUAL" if info.virtual else "")
     return LiveBoard(board, recovery, BoardRunner(name, choice, info.virtual), record)
+
+
+def _adb_side(entry: InventoryEntry, options: PoolOptions, board: AdbBoard,
+              servers: BoardServers) -> Recovery:
+    adb = servers.server_for(entry)
+    return Recovery(board, servers.keeper_for(adb), adb.connect, adb.disconnect,
+                    network=entry.network, power=entry.power, idle_s=options.idle_timeout_s,
+                    boot_s=options.boot_timeout_s)
+
+
+def _provision(entry: InventoryEntry, options: PoolOptions, probe: AdbBoard,
+               servers: BoardServers) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The board's build before the run (results.json `build`), and with `--provision` its
+    flash when that build is not the expected one: (the flash records, the build record).
+    FlashError (the pool quarantines the board) when the flash fails."""
+    from hil.provision import Provisioner, build_record, flasher_for, needs_flash, read_build
+
+    provisioning = entry.provisioning
+    if provisioning is None or provisioning.expected_build is None:
+        return [], None
+    adb = _adb_side(entry, options, probe, servers)
+    before = read_build(adb, provisioning)
+    if not (options.provision and needs_flash(provisioning, before)):
+        return [], build_record(provisioning, before, before)
+    flasher = flasher_for(provisioning, options.flash_timeout_s)
+    report = Provisioner(entry.name, provisioning, flasher, adb, entry.power,
+                         options.boot_timeout_s).flash("provision", before)
+    return [report], build_record(provisioning, before, report["after"])
+
+
+def _reflash(entry: InventoryEntry, options: PoolOptions, recovery: Recovery) -> Callable[[], dict[str, Any]]:
+    """The REFLASH rung of the board's ladder: its images flashed again, then the runner and the
+    run's folder put back (a flash may have wiped /data)."""
+    from hil.provision import Provisioner, flasher_for, read_build
+
+    provisioning = entry.provisioning
+    assert provisioning is not None
+
+    def reflash() -> dict[str, Any]:
+        flasher = flasher_for(provisioning, options.flash_timeout_s)
+        provisioner = Provisioner(entry.name, provisioning, flasher, recovery, entry.power,
+                                  options.boot_timeout_s, after_boot=lambda: _prepare(recovery.board))
+        return provisioner.flash("recovery", read_build(recovery, provisioning))
+
+    return reflash
+
+
+def _prepare(board: AdbBoard) -> None:
+    board.prepare()
 
 
 def _open_console(entry: InventoryEntry, options: PoolOptions) -> Any:

@@ -3,7 +3,8 @@ pytest plugin's `hil_board`. A second dispatcher over the board pool (the run's 
 the first): its jobs are calls made from other threads, run on the board's own thread.
 
 ```
-HeldBoard(source, options) ─ enter ─► BoardPool: lease, bring-up (waiting)
+held_sources(inventory, spec, labgrid): a --board spec's source(s), one board
+HeldBoard(sources, options) ─ enter ─► BoardPool: lease, bring-up (waiting)
    ─► live (assigned): call(fn) from any thread ─► fn(board) on the board's thread
         fn raises InfraError ─► the caller gets it, the pool climbs its recovery ladder
    ─► release() or exit: the board thread ends, the pool gives everything back
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from hil.board.adb import AdbBoard
-from hil.errors import InfraError
+from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, wait_until
 from hil.pids import pid_alive
 from hil.pool.bringup import PoolOptions
@@ -53,12 +54,26 @@ class _Call(Generic[T]):
     error: BaseException | None = None
 
 
-class HeldBoard:
-    """The one board of `source`, held from `__enter__` to `release()`/exit."""
+def held_sources(inventory: str | None, spec: str, labgrid: str | None) -> list[BoardSource]:
+    """The source(s) of the one board `spec` names, as `hil run --board SPEC` reads it (with
+    `inventory` and the labgrid coordinator `labgrid`, else LG_COORDINATOR, for `labgrid:`
+    specs and inventory places). UsageError unless exactly one board is named."""
+    from hil.pool.labgrid import board_sources
+    from hil.pool.sources import StaticSource
 
-    def __init__(self, source: BoardSource, options: PoolOptions, stop: Stop | None = None) -> None:
+    entries, places = board_sources(inventory, [spec], labgrid)
+    count = len(entries) + sum(request.count for source in places for request in source.requests)
+    if count != 1:
+        raise UsageError(f"{spec} names {count} boards; one is held")
+    return [*([StaticSource(entries)] if entries else []), *places]
+
+
+class HeldBoard:
+    """The one board of `sources`, held from `__enter__` to `release()`/exit."""
+
+    def __init__(self, sources: list[BoardSource], options: PoolOptions, stop: Stop | None = None) -> None:
         self.stop = stop or Stop()
-        self.pool = BoardPool([source], options, self.stop)
+        self.pool = BoardPool(sources, options, self.stop)
         self.released = threading.Event()
         self._calls: queue.Queue[_Call[Any]] = queue.Queue()
         self._lock = threading.Lock()

@@ -11,6 +11,8 @@ open:   session (labgrid's ClientSession, our identity HOST/USER.hil-PID)
              NetworkSerialPort{host,port,protocol}    → console rfc2217://…?ign_set_control, socket://
              NetworkPowerPort{model,host,index}       → LabgridPower (labgrid's own power driver)
              tags chipset/soc, runner_profile         → chipset, runner_profile
+             RemoteAndroidNetFastboot{address,port,protocol} → fastboot tcp|udp:ADDRESS:PORT
+                                                        (with the inventory entry's images)
         ─► --board-wait over: take the places granted, cancel the rest; none: InfraError
 close:  release every place we acquired (only if still ours) and cancel every reservation
 ```
@@ -308,6 +310,9 @@ class LabgridSource:
             power_params = found["NetworkPowerPort"][1].get("params") or {}
             power = LabgridPower(want.place or "", str(power_params.get("model")),
                                  str(power_params.get("host")), str(power_params.get("index", 0)))
+        provisioning = want.request.provisioning
+        if provisioning is not None and provisioning.flashable:
+            provisioning = provisioning.with_endpoint(_fastboot_endpoint(found, want.place))
         tags = place["tags"]
         chipset = want.request.chipset or _chipset(tags)
         profile = want.request.runner_profile or tags.get("runner_profile")
@@ -319,7 +324,7 @@ class LabgridSource:
             name = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:64]
         return InventoryEntry(
             name=name, adb=adb, adb_server=adb_server, chipset=chipset, console=console,
-            console_baud=baud, power=power, runner_profile=profile,
+            console_baud=baud, power=power, runner_profile=profile, provisioning=provisioning,
             tags=tuple(f"{k}={v}" for k, v in sorted(tags.items())),
             labgrid={"coordinator": self.address, "place": want.place, "exporter": exporter,
                      "host": host, "reservation": want.token, "holder": self.holder,
@@ -367,6 +372,21 @@ class LabgridSource:
 
 class _NotYet(InfraError):
     """A resource the exporter has not published completely yet."""
+
+
+def _fastboot_endpoint(found: dict[str, tuple[str, dict[str, Any]]], place: str | None) -> str:
+    """`PROTOCOL:ADDRESS:PORT` of the place's network fastboot resource (labgrid's exporter
+    publishes an AndroidNetFastboot as RemoteAndroidNetFastboot {host, address, port, protocol});
+    "" when it has none: the flash then fails at its first step, saying so. A USB fastboot
+    resource (RemoteAndroidUSBFastboot) sits on the exporter's host, where labgrid runs fastboot
+    over ssh: hil does not (yet)."""
+    for cls in ("RemoteAndroidNetFastboot", "AndroidNetFastboot"):
+        if cls in found:
+            params = found[cls][1].get("params") or {}
+            port = int(params.get("port") or 5554)
+            return f"{params.get('protocol') or 'udp'}:{params.get('address')}:{port}"
+    log.warning("labgrid: %s: images configured but no AndroidNetFastboot resource", place)
+    return ""
 
 
 def _chipset(tags: dict[str, str]) -> str | None:

@@ -30,7 +30,7 @@ from hil.board.adb import AdbBoard
 from hil.board.inventory import InventoryEntry
 from hil.board.recovery import Recovery, Rung, first_rung
 from hil.board.servers import BoardServers
-from hil.errors import InfraError, UsageError
+from hil.errors import FlashError, InfraError, UsageError
 from hil.interrupts import Stop, wait_all, wait_until
 from hil.pool import health
 from hil.pool.bringup import LiveBoard, PoolOptions, bring_up
@@ -226,7 +226,7 @@ class BoardPool:
                 self._release_lease(name)
                 with self._lock:
                     self.records.append({"name": name, "adb": entry.adb, "error": str(exc),
-                                         **self._lab_fields(entry)})
+                                         **self._lab_fields(entry), **_flash_fields(entry, exc)})
                     self._changed({})
             finally:
                 with self._lock:
@@ -275,13 +275,14 @@ class BoardPool:
             if self.stop.is_set():
                 return  # interrupted: no recovery, the run is ending
             self.capacity.out(board.name)
-            if isinstance(error, NeedsPerson):  # e.g. ENN's library gone: no rung brings it back
+            if isinstance(error, NeedsPerson) and not live.recovery.can_reflash:
+                # e.g. ENN's library gone: no rung but a re-flash brings it back
                 log.error("%s: quarantined for the rest of the run (%s)", board.name, error)
                 with self._lock:
                     self._live.pop(board.name, None)
                 self._note_recovery(board.name, live.recovery, quarantined=f"needs a person: {error}")
                 return
-            start = first_rung(error)
+            start = first_rung(error, live.recovery.can_reflash)
             log.warning("%s: infrastructure error; recovery starts at %s", board.name, start.value)
             rung = live.recovery.recover(start)
             self._note_recovery(board.name, live.recovery)
@@ -440,6 +441,10 @@ class BoardPool:
                     {"step": s.rung.value, "recovered": s.recovered, "message": s.message,
                      "seconds": s.seconds} for s in recovery.history
                 ]
+                if recovery.flashes:  # --provision's flash at bring-up, then the REFLASH rungs'
+                    entry["flashes"] = list(recovery.flashes)
+                    entry["build"] = {**(entry.get("build") or {}),
+                                      "after": recovery.flashes[-1].get("after")}
                 if quarantined:
                     entry["quarantined"] = quarantined
             self._changed({})
@@ -455,6 +460,17 @@ class BoardPool:
                 if problem is None:
                     entry.pop("quarantined", None)
             self._changed({})
+
+
+def _flash_fields(entry: InventoryEntry, error: BaseException) -> dict[str, Any]:
+    """A board whose flash failed at bring-up (`--provision`) is quarantined: its software is
+    unknown. Its record keeps the flash and the build it had."""
+    if not isinstance(error, FlashError) or entry.provisioning is None:
+        return {}
+    from hil.provision import build_record
+
+    return {"quarantined": f"provisioning failed: {error}", "flashes": [error.report],
+            "build": build_record(entry.provisioning, error.report.get("before"), None)}
 
 
 def board_causes(records: list[dict[str, Any]]) -> str:

@@ -1,11 +1,17 @@
-"""The per-case results table printed at the end of a run and by `hil report` (rich)."""
+"""The per-case results table printed at the end of a run and by `hil report` (rich).
+
+The cases are read twice, one at a time: once to measure the columns and count the verdicts,
+once to print the rows in tables of ROWS_PER_TABLE rows with those widths, which read as one
+table; memory holds a slice of rows, not the run."""
 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from typing import Any, TextIO
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +23,10 @@ CI_WIDTH = 160
 """Line width when the output is not a terminal (CI logs): wide enough for the table."""
 MESSAGE_WIDTH = 60
 """Message column width; longer messages end in an ellipsis."""
+ROWS_PER_TABLE = 250
+"""Rows printed at once (a slice of the table)."""
+COLUMNS = ("suite", "case", "board", "verdict", "max abs err", "avg ms", "message")
+_RIGHT = ("max abs err", "avg ms")
 
 
 def make_console(file: TextIO | None = None) -> Console:
@@ -56,13 +66,45 @@ def _number(value: Any, spec: str) -> str:
 def format_totals(results: dict[str, Any]) -> str:
     """`N passed, N failed, N errors, N skipped, N xfail` over the document's cases (XPASS
     counts as failed, XFAIL — a known failure — in its own column)."""
-    verdicts = [Verdict(case["verdict"]) for case in results.get("cases") or []]
-    passed = sum(v.passed for v in verdicts)
-    failed = sum(v.is_failure for v in verdicts)
-    errors = sum(v.is_error for v in verdicts)
-    skipped = verdicts.count(Verdict.SKIP)
-    xfailed = verdicts.count(Verdict.XFAIL)
+    return _totals_line(Counter(case["verdict"] for case in results.get("cases") or []))
+
+
+def _totals_line(counts: Counter[str]) -> str:
+    verdicts = {Verdict(name): count for name, count in counts.items()}
+    passed = sum(count for v, count in verdicts.items() if v.passed)
+    failed = sum(count for v, count in verdicts.items() if v.is_failure)
+    errors = sum(count for v, count in verdicts.items() if v.is_error)
+    skipped = verdicts.get(Verdict.SKIP, 0)
+    xfailed = verdicts.get(Verdict.XFAIL, 0)
     return f"{passed} passed, {failed} failed, {errors} errors, {skipped} skipped, {xfailed} xfail"
+
+
+def _cells(case: dict[str, Any]) -> list[Text]:
+    verdict = Verdict(case["verdict"])
+    return [
+        Text(f"{case['suite']}.{case['precision']}"),
+        Text(case["id"]),
+        Text(case.get("board") or "-"),
+        Text(verdict.value, style=verdict_style(verdict)),
+        Text(_number(worst_abs_error(case), ".3g")),
+        Text(_number((case.get("latency_ms") or {}).get("avg"), ".3f")),
+        Text(one_line(clean_text(str(case.get("message") or "")))),
+    ]
+
+
+def _width(text: Text) -> int:
+    """The width rich measures a cell at (its longest line)."""
+    return max((cell_len(line) for line in text.plain.splitlines()), default=0)
+
+
+def _table(widths: list[int], show_header: bool) -> Table:
+    """A slice of the table: every column at its width over the whole run."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, show_header=show_header)
+    for name, width in zip(COLUMNS, widths, strict=True):
+        message = {"overflow": "ellipsis", "max_width": MESSAGE_WIDTH} if name == "message" else {}
+        table.add_column(name, no_wrap=True, width=width, justify="right" if name in _RIGHT else "left",
+                         **message)
+    return table
 
 
 def render_table(results: dict[str, Any], console: Console | None = None) -> None:
@@ -80,31 +122,23 @@ def render_table(results: dict[str, Any], console: Console | None = None) -> Non
     for name in boards:
         console.print(Text(f"board: {describe_board(run, name)}"))
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("suite", no_wrap=True)
-    table.add_column("case", no_wrap=True)
-    table.add_column("board", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("max abs err", justify="right", no_wrap=True)
-    table.add_column("avg ms", justify="right", no_wrap=True)
-    table.add_column("message", no_wrap=True, overflow="ellipsis", max_width=MESSAGE_WIDTH)
+    widths = [cell_len(name) for name in COLUMNS]
+    counts: Counter[str] = Counter()
     for case in cases:
-        verdict = Verdict(case["verdict"])
-        table.add_row(
-            Text(f"{case['suite']}.{case['precision']}"),
-            Text(case["id"]),
-            Text(case.get("board") or "-"),
-            Text(verdict.value, style=verdict_style(verdict)),
-            _number(worst_abs_error(case), ".3g"),
-            _number((case.get("latency_ms") or {}).get("avg"), ".3f"),
-            Text(one_line(clean_text(str(case.get("message") or "")))),
-        )
+        counts[case["verdict"]] += 1
+        widths = [max(width, _width(cell)) for width, cell in zip(widths, _cells(case), strict=True)]
+    widths[-1] = min(widths[-1], MESSAGE_WIDTH)
+    table = _table(widths, show_header=True)
+    for index, case in enumerate(cases):
+        if index and not index % ROWS_PER_TABLE:
+            console.print(table)
+            table = _table(widths, show_header=False)
+        table.add_row(*_cells(case))
     console.print(table)
 
-    verdicts = [Verdict(case["verdict"]) for case in cases]
-    bad = any(v.is_failure or v.is_error for v in verdicts)
-    console.print(Text(format_totals(results), style="bold red" if bad else "bold green"))
-    undelegated = verdicts.count(Verdict.PASS_UNDELEGATED)
+    bad = any(Verdict(name).is_failure or Verdict(name).is_error for name in counts)
+    console.print(Text(_totals_line(counts), style="bold red" if bad else "bold green"))
+    undelegated = counts[Verdict.PASS_UNDELEGATED.value]
     if undelegated:
         console.print(
             Text(

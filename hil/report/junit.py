@@ -5,17 +5,32 @@ cases that never reached a board), one testcase per case in results order.
 Verdicts map through `Verdict.junit_element`; PASS_UNDELEGATED is a pass whose system-out
 starts with a `WARNING: PASS_UNDELEGATED` line (JUnit has no "passed with a warning"); SKIP
 and XFAIL (a known failure) are `<skipped>` with their reason, XPASS a `<failure>`.
+
+Written as a stream (`JUnitSpool`): each case's `<testcase>` is rendered once, when it is
+added, and appended to its testsuite's spool file; `write` composes the document from the
+suites' counts (kept in memory, one entry per testsuite) and their spools, so neither the
+run nor the writing holds the cases. The text is junit-xml's pretty-printed document, byte
+for byte (junit_xml/__init__.py: `TestSuite.build_xml_doc`, `to_xml_report_string`), put
+together a testcase at a time (hil/report/junit_text.py writes a testcase's text directly).
 """
 
 from __future__ import annotations
 
+import io
+import shutil
+import tempfile
+import xml.dom.minidom
+import xml.etree.ElementTree as ET
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from junit_xml import TestCase, TestSuite, to_xml_report_string
+from junit_xml import TestCase, TestSuite, _clean_illegal_xml_chars
 
+from hil.report.junit_text import xml_of_testcase
 from hil.report.localization import lead
-from hil.report.results import atomic_write_text, cap_text, clean_text, describe_board, one_line
+from hil.report.results import atomic_writer, cap_text, clean_text, describe_board, one_line
 from hil.report.stats import format_board_state, format_latency, format_memory
 from hil.verdict import Verdict
 
@@ -37,23 +52,145 @@ def suite_name(case: dict[str, Any]) -> str:
     return f"{case['suite']}.{case['precision']}@{case.get('board') or NO_BOARD}"
 
 
+OPEN_SPOOLS = 32
+"""Spool files kept open at once (a run has a testsuite per suite.precision@board)."""
+
+
 def write_junit(results: dict[str, Any], path: Path, durable: bool = True) -> None:
-    """Render `results` (a finished or interrupted run) as JUnit XML at `path`, atomically
-    (`durable`: see `atomic_write_text`)."""
-    atomic_write_text(Path(path), render_junit(results), durable)
-
-
-def render_junit(results: dict[str, Any]) -> str:
-    """`results` as a JUnit XML document (a `<testsuites>` root)."""
+    """Render `results` (a finished or interrupted run; its cases are read once, in order)
+    as JUnit XML at `path`, atomically (`durable`: see `atomic_writer`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     run = results.get("run") or {}
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for case in results.get("cases") or []:
-        groups.setdefault(suite_name(case), []).append(case)
-    return to_xml_report_string([_testsuite(name, cases, run) for name, cases in groups.items()])
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.spool.") as folder:
+        spool = JUnitSpool(Path(folder) / "suites")
+        try:
+            for case in results.get("cases") or []:
+                spool.add(case, run)
+            spool.write(path, run, durable)
+        finally:
+            spool.close()
 
 
-def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> TestSuite:
-    board = cases[0].get("board")
+def spool_folder(junit_path: Path) -> Path:
+    """Where a run's JUnit spool lives while it runs: beside the JUnit file."""
+    return junit_path.with_name(f".{junit_path.name}.spool")
+
+
+@dataclass
+class _Suite:
+    """One testsuite's counts (junit-xml's testsuite attributes) and its spool file."""
+
+    board: str | None
+    spool: Path
+    tests: int = 0
+    errors: int = 0
+    failures: int = 0
+    skipped: int = 0
+    disabled: int = 0
+    time: float = 0
+
+    def count(self, testcase: TestCase) -> None:
+        self.tests += 1
+        self.errors += testcase.is_error()
+        self.failures += testcase.is_failure()
+        self.skipped += testcase.is_skipped()
+        self.disabled += not testcase.is_enabled
+        if testcase.elapsed_sec:  # summed in case order, as junit-xml does: the same float
+            self.time += testcase.elapsed_sec
+
+
+class JUnitSpool:
+    """A JUnit document built as cases finish: `add` renders a case's `<testcase>` once and
+    appends it to its testsuite's spool file in `folder` (created empty; a spool a killed
+    hil left there is removed); `write` composes the whole document; `close` removes the
+    folder. Not thread-safe (the run's recorder holds its lock)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self._suites: dict[str, _Suite] = {}
+        self._open: OrderedDict[str, TextIO] = OrderedDict()
+
+    def add(self, case: dict[str, Any], run: dict[str, Any]) -> None:
+        """Render `case` (a stored record) into its testsuite's spool."""
+        name = suite_name(case)
+        suite = self._suites.get(name)
+        if suite is None:
+            suite = self._suites[name] = _Suite(case.get("board"), self.folder / f"{len(self._suites)}.xml")
+        testcase = _testcase(case, run)
+        suite.count(testcase)
+        self._stream(name, suite).write(xml_of_testcase(testcase))
+
+    def write(self, path: Path, run: dict[str, Any], durable: bool = True) -> None:
+        """The document of every case added so far, at `path` (atomically: `atomic_writer`)."""
+        for stream in self._open.values():
+            stream.flush()
+        suites = self._suites
+        with atomic_writer(path, durable) as out:
+            out.write('<?xml version="1.0" ?>\n')
+            if not suites:
+                out.write("<testsuites/>\n")
+                return
+            seconds = 0.0
+            for suite in suites.values():
+                seconds += float(str(suite.time))
+            counts = {key: sum(getattr(s, key) for s in suites.values())
+                      for key in ("disabled", "errors", "failures", "tests")}
+            attributes = " ".join(f'{key}="{value}"' for key, value in counts.items())
+            out.write(f'<testsuites {attributes} time="{seconds}">\n')
+            for name, suite in suites.items():
+                out.write(_suite_head(name, suite, run))
+                with suite.spool.open(encoding="utf-8", newline="") as spooled:  # CRs as written
+                    shutil.copyfileobj(spooled, out)
+                out.write("\t</testsuite>\n")
+            out.write("</testsuites>\n")
+
+    def close(self) -> None:
+        """Close the spools and remove the folder."""
+        for stream in self._open.values():
+            stream.close()
+        self._open.clear()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _stream(self, name: str, suite: _Suite) -> TextIO:
+        stream = self._open.get(name)
+        if stream is not None:
+            self._open.move_to_end(name)
+            return stream
+        if len(self._open) >= OPEN_SPOOLS:
+            self._open.popitem(last=False)[1].close()
+        stream = self._open[name] = suite.spool.open("a", encoding="utf-8", newline="")
+        return stream
+
+
+def _pretty(element: ET.Element, indent: str) -> str:
+    """`element` as junit-xml's pretty-printed document has it at that depth (minidom's
+    `toprettyxml` with tabs, after junit-xml's cleaning of characters XML forbids)."""
+    text = _clean_illegal_xml_chars(ET.tostring(element).decode("ascii"))  # references beyond ASCII
+    # our own ElementTree output, as junit-xml parses it: no foreign XML
+    document = xml.dom.minidom.parseString(text.encode("utf-8"))  # noqa: S318
+    out = io.StringIO()
+    document.documentElement.writexml(out, indent, "\t", "\n")
+    document.unlink()  # minidom's tree is a web of reference cycles: freed now, not at the next gc
+    return out.getvalue()
+
+
+def _suite_head(name: str, suite: _Suite, run: dict[str, Any]) -> str:
+    """The testsuite's opening tag with its counts, and its properties."""
+    element = _testsuite(name, suite.board, run).build_xml_doc()
+    for key in ("disabled", "errors", "failures", "skipped", "tests"):
+        element.set(key, str(getattr(suite, key)))
+    element.set("time", str(suite.time))
+    text = _pretty(element, "\t")
+    closing = "\t</testsuite>\n"
+    assert text.endswith(closing), text[-40:]
+    return text[: -len(closing)]
+
+
+def _testsuite(name: str, board: str | None, run: dict[str, Any]) -> TestSuite:
+    """The testsuite of `board`'s cases, without them: its properties."""
     info = next((b for b in run.get("boards") or [] if b.get("name") == board), {})
     properties = {
         "board": board or NO_BOARD,
@@ -62,6 +199,7 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
         "board.chipset": info.get("chipset"),
         "board.runner_profile": (info.get("runner_profile") or {}).get("name"),
         **{f"board.{prop}": (info.get("properties") or {}).get(prop) for prop in FIRMWARE_PROPS},
+        **build_properties(info),
         "chipset": run.get("chipset"),
         "flow": run.get("flow"),
         "virtual": _flag(run.get("virtual")),
@@ -75,7 +213,7 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
     }
     return TestSuite(
         name,
-        [_testcase(case, run) for case in cases],
+        [],
         hostname=board,
         timestamp=run.get("started"),
         properties={
@@ -84,6 +222,26 @@ def _testsuite(name: str, cases: list[dict[str, Any]], run: dict[str, Any]) -> T
             if val is not None or not key.startswith("board.")
         },
     )
+
+
+def build_properties(board: dict[str, Any]) -> dict[str, Any]:
+    """The board's expected build, its build before and after provisioning, and each flash's
+    steps with their times (`board.flash.N`: `why: step 1.23s ok, ...; error`), from its
+    results.json record (absent for a board without `expected_build`)."""
+    build = board.get("build") or {}
+    properties: dict[str, Any] = {}
+    if build:
+        properties.update({"board.build.property": build.get("property"),
+                           "board.build.expected": build.get("expected"),
+                           "board.build.before": build.get("before"),
+                           "board.build.after": build.get("after"),
+                           "board.build.differed": _flag(build.get("differed"))})
+    for index, flash in enumerate(board.get("flashes") or []):
+        steps = ", ".join(f"{s.get('step')} {s.get('seconds')}s {'ok' if s.get('ok') else 'FAILED'}"
+                          for s in flash.get("steps") or [])
+        error = f"; {flash['error']}" if flash.get("error") else ""
+        properties[f"board.flash.{index}"] = f"{flash.get('why')}: {steps}{error}"
+    return properties
 
 
 def _flag(value: Any) -> str:

@@ -1,28 +1,17 @@
-"""The results document of a run, written as the run goes and loaded back by `hil report`;
-also the small text helpers its renderings share (capping, cleaning).
+"""The results document of a run: its schema, how it is written (streamed, one case per
+line) and read back (whole by `load_results`, case by case by `CaseStream`); also the small
+text helpers its renderings share (capping, cleaning). The run's writer, which keeps the
+document's cases on disk only (the journal), is hil/report/writer.py.
 
-Writing costs O(cases) over a whole run, not per case:
-
-- every finished case (and every change of the run's fields) is appended at once, as one
-  JSON line, to the run's journal `results.json.journal` (one `write`; `fdatasync` at each
-  checkpoint);
-- `results.json` itself is rewritten atomically (temporary file, rename; fsync'd only by
-  `finish`: see `atomic_write_text`) only when the journal has grown by CHECKPOINT_GROWTH
-  since the last rewrite (a geometric series: about (1 + 1/CHECKPOINT_GROWTH) times the
-  final size written in all, and the file is never more than 1 - 1/(1 + CHECKPOINT_GROWTH)
-  = 20 % of the cases behind), and when the run ends (`finish`), which also removes the
-  journal.
-
-So at every moment `results.json` is a valid document, and after any end of the run but a
-SIGKILL or a power cut it holds every finished case. After those, `results.json` is a
-valid document of its last rewrite (status `running`) and the journal beside it holds
-every case finished before a SIGKILL (before the last checkpoint, after a power cut):
-`load_results` replays it, so `hil report` and every other reader see them all
-(`run.recovered_from_journal`).
+The layout `write_document` writes (and version 4 declares with `case_lines: true`): the
+document indented by two, each case on a line of its own between `"cases": [` and `]`, so
+a reader can take the cases one at a time (`case_texts`) and a run's memory does not grow
+with its cases.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import numbers
@@ -30,10 +19,11 @@ import os
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hil.errors import UsageError
 from hil.verdict import Verdict
@@ -41,16 +31,17 @@ from hil.verdict import Verdict
 SCHEMA = "exynos-hil/results"
 VERSION = 4
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
-cases carry `memory` and `board_state` (docs/results-json.md). 4: `run.capacity_lost` and each
-board record's `board_seconds_out` (optional: the capacity lost to recovery)."""
+cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (provisioning),
+`run.boards[].device_time` (a virtual board in the off-host measuring mode) and `case_lines`
+(true when each case is on a line of its own: see the module docstring), `run.capacity_lost`
+and each board record's `board_seconds_out` (the capacity lost to recovery), all optional
+(docs/results-json.md)."""
 READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
 JOURNAL_SUFFIX = ".journal"
 """The journal is the results file's path with this appended."""
-CHECKPOINT_GROWTH = 0.25
-"""results.json is rewritten when the journal has grown by this share since the last time."""
 FINAL_STATUSES = ("complete", "interrupted", "refused")
 """How a run ended: every case ran; SIGINT/SIGTERM; or refused before lowering (bad usage,
 e.g. a flow some board's runner cannot execute: exit 3)."""
@@ -96,7 +87,9 @@ def describe_board(run: dict[str, Any], name: str | None) -> str:
         return "none (never reached a board)"
     for board in run.get("boards") or []:
         if board.get("name") == name and board.get("virtual"):
-            return f"{name} ({VIRTUAL_NOTE})"
+            device_time = board.get("device_time")
+            offhost = f"; off-host mode, device time {device_time}" if device_time else ""
+            return f"{name} ({VIRTUAL_NOTE}{offhost})"
     return name
 
 
@@ -119,16 +112,26 @@ def sanitise(value: Any) -> Any:
 
 
 def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
-    """Replace `path` by `text` (UTF-8) so that a reader sees the old or the new file, whole:
-    a temporary file in the same folder, `os.replace`. `durable`: fsync the file before and
-    the folder after, so that it survives a power cut too; a run's rewrites after each case
-    skip that (about 10 ms per file here, twice per case: `scripts/bench.py`), since the
+    """Replace `path` by `text` (UTF-8) so that a reader sees the old or the new file, whole
+    (see `atomic_writer`)."""
+    with atomic_writer(path, durable) as stream:
+        stream.write(text)
+
+
+@contextmanager
+def atomic_writer(path: Path, durable: bool = True) -> Iterator[TextIO]:
+    """A text stream whose content replaces `path` (UTF-8) when the block ends without an
+    error, so that a reader sees the old or the new file, whole: a temporary file in the
+    same folder, `os.replace`; on an error `path` is left as it was. `durable`: fsync the
+    file before and the folder after, so that it survives a power cut too; a run's rewrites
+    at checkpoints skip that (about 10 ms per file here: `scripts/bench.py`), since the
     rename alone survives the process being killed, and the run's last writes are durable."""
+    path = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as stream:
-            stream.write(text)
+            yield stream
             if durable:
                 stream.flush()
                 os.fsync(stream.fileno())
@@ -147,7 +150,12 @@ def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
 
 def totals(cases: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Verdict name -> count, non-zero only, in the Verdict enum's order."""
-    counts = Counter(case["verdict"] for case in cases)
+    return ordered_totals(Counter(case["verdict"] for case in cases))
+
+
+def ordered_totals(counts: Counter[str]) -> dict[str, int]:
+    """`counts` (verdict name -> count) as the document's `totals`: non-zero only, in the
+    Verdict enum's order."""
     return {v.value: counts[v.value] for v in Verdict if counts[v.value]}
 
 
@@ -209,158 +217,109 @@ def worst_abs_error(case: dict[str, Any]) -> float | None:
     return max(errors, default=None)
 
 
+def severity_rank(index: int, case: dict[str, Any]) -> tuple[int, float, int, int] | None:
+    """Where the case at `index` (in results order) stands among the failed and errored
+    ones (lower is worse: see `worst_first`); None when it passed, was skipped or XFAIL."""
+    verdict = Verdict(case["verdict"])
+    if verdict not in SEVERITY:
+        return None
+    error = worst_abs_error(case)
+    # an error of a case that ran on a board (the root cause: the board that died under it)
+    # before the cases no board ever took afterwards
+    never_attempted = int(not case.get("board"))
+    return (SEVERITY.index(verdict), -(error if error is not None else 0.0), never_attempted, index)
+
+
 def worst_first(cases: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The failed and errored cases ordered by SEVERITY, mismatches by their largest abs
     error (largest first), cases a board ran before those none took; otherwise in results
     order."""
-
-    def rank(item: tuple[int, dict[str, Any]]) -> tuple[int, float, int, int]:
-        index, case = item
-        error = worst_abs_error(case)
-        # an error of a case that ran on a board (the root cause: the board that died under it)
-        # before the cases no board ever took afterwards
-        never_attempted = int(not case.get("board"))
-        return (SEVERITY.index(Verdict(case["verdict"])), -(error if error is not None else 0.0),
-                never_attempted, index)
-
-    bad = [(i, c) for i, c in enumerate(cases) if Verdict(c["verdict"]) in SEVERITY]
-    return [case for _, case in sorted(bad, key=rank)]
-
-
-def _finished_case(case: dict[str, Any]) -> dict[str, Any]:
-    """The record stored for `case`: sanitised, one-line message, capped detail and logs."""
-    record = sanitise(case)
-    verdict = record.get("verdict")
-    if verdict not in {v.value for v in Verdict}:
-        raise ValueError(f"case {record.get('id')!r}: {verdict!r} is not a finished verdict")
-    record["message"] = one_line(str(record.get("message") or ""))
-    record["detail"] = cap_text(str(record.get("detail") or ""))
-    record["logs"] = {
-        name: cap_text(log) if isinstance(log, str) else log
-        for name, log in (record.get("logs") or {}).items()
-    }
-    return record
+    ranked = ((severity_rank(index, case), case) for index, case in enumerate(cases))
+    bad = [(rank, case) for rank, case in ranked if rank is not None]
+    return [case for _, case in sorted(bad, key=lambda item: item[0])]
 
 
 _CASES_SLOT = "\0cases\0"
+_CASES_OPEN = '  "cases": ['
+"""The line that opens the cases in a document with `case_lines` (`"cases": []` when none)."""
+_CASES_CLOSE = "  ]"
 
 
-def _serialise(run: dict[str, Any], cases: list[dict[str, Any]]) -> str:
-    """The document as text: indented, one case per line (json's C encoder writes those; its
-    indenting encoder is pure Python and ten times slower)."""
-    document = {
-        "schema": SCHEMA,
-        "version": VERSION,
-        "run": run,
-        "cases": _CASES_SLOT,
-        "totals": totals(cases),
-    }
-    text = json.dumps(document, indent=2, allow_nan=False) + "\n"
-    lines = ",\n".join("    " + json.dumps(case, allow_nan=False) for case in cases)
-    return text.replace(json.dumps(_CASES_SLOT), f"[\n{lines}\n  ]" if cases else "[]", 1)
+def write_document(path: Path, run: dict[str, Any], case_texts: Iterable[str],
+                   counts: dict[str, int], durable: bool = True) -> None:
+    """Write a results document atomically (`atomic_writer`) from `case_texts`, each case's
+    JSON text (`json.dumps` of the record as stored) in order, taken one at a time: each
+    on a line of its own (`case_lines`); `counts` are its `totals`."""
+    document = {"schema": SCHEMA, "version": VERSION, "case_lines": True, "run": run,
+                "cases": _CASES_SLOT, "totals": counts}
+    # the indented frame by json's pure-Python indenting encoder, the cases (most of the
+    # bytes) by its C encoder, one line each
+    before, after = json.dumps(document, indent=2, allow_nan=False).split(json.dumps(_CASES_SLOT), 1)
+    with atomic_writer(path, durable) as stream:
+        stream.write(before)
+        separator = "[\n    "
+        for text in case_texts:
+            stream.write(separator)
+            stream.write(text)
+            separator = ",\n    "
+        stream.write("[]" if separator == "[\n    " else "\n" + _CASES_CLOSE)
+        stream.write(after + "\n")
+
+
+def case_text(case: dict[str, Any]) -> str:
+    """A stored case record as its line of the document."""
+    return json.dumps(case, allow_nan=False)
+
+
+def case_texts(path: Path) -> Iterator[str]:
+    """The JSON text of each case of the results file at `path`, in order: read a line at a
+    time when it has `case_lines`, else (a file of an older hil, or not written by hil)
+    parsed whole. OSError when it cannot be read, ValueError when it is not such a file."""
+    with Path(path).open(encoding="utf-8") as stream:
+        if '  "case_lines": true,\n' not in list(itertools.islice(stream, 4)):
+            yield from (case_text(case) for case in _whole_cases(path))
+            return
+        for line in stream:
+            if line == _CASES_OPEN + "\n":
+                break
+            if line.startswith('  "cases": []'):
+                return
+        for line in stream:
+            if line.startswith(_CASES_CLOSE) and not line.startswith("    "):
+                return
+            text = line.rstrip("\n")
+            yield text[4:-1] if text.endswith(",") else text[4:]
+    raise ValueError(f"{path}: the cases end early (a torn file)")
+
+
+def _whole_cases(path: Path) -> list[dict[str, Any]]:
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    cases = document.get("cases") if isinstance(document, dict) else None
+    if not isinstance(cases, list):
+        raise ValueError(f"{path}: not a results document")
+    return cases
+
+
+class CaseStream:
+    """The cases of a run read again from disk at each iteration, a case at a time (e.g.
+    `CaseStream(lambda: case_texts(path), count)`): a run's cases without holding them in
+    memory. `len` is `count`, so it stands where renderings expect a document's list."""
+
+    def __init__(self, texts: Callable[[], Iterable[str]], count: int) -> None:
+        self._texts = texts
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for text in self._texts():
+            yield json.loads(text)
 
 
 def journal_path(path: Path) -> Path:
     """The journal of the results file at `path`."""
     return path.with_name(path.name + JOURNAL_SUFFIX)
-
-
-class ResultsWriter:
-    """Holds a run's results document: every change goes to the journal at once, and
-    `results.json` is rewritten at checkpoints and on `finish` (see the module docstring)."""
-
-    def __init__(self, path: Path, run_meta: dict[str, Any]) -> None:
-        self.path = Path(path)
-        run = sanitise(run_meta)
-        run.setdefault("started", utc_now())
-        run["status"] = "running"
-        run["finished"] = None
-        self._run: dict[str, Any] = run
-        self._cases: list[dict[str, Any]] = []
-        self._journal_size = 0
-        self._journal_at_checkpoint = 0
-        self.checkpoints = 0
-        """How often results.json was rewritten."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._journal: int | None = os.open(
-            journal_path(self.path),
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644,
-        )
-        self._append({"journal": SCHEMA, "version": VERSION, "run": run})
-        self.checkpoint()
-
-    @property
-    def document(self) -> dict[str, Any]:
-        """The whole document (a fresh copy)."""
-        return json.loads(_serialise(self._run, self._cases))
-
-    @property
-    def cases(self) -> list[dict[str, Any]]:
-        """The finished cases as stored (sanitised, capped): read them, do not change them."""
-        return self._cases
-
-    def current(self) -> dict[str, Any]:
-        """The whole document without copying it: read it at once, do not keep or change it."""
-        return {"schema": SCHEMA, "version": VERSION, "run": self._run, "cases": self._cases,
-                "totals": totals(self._cases)}
-
-    def add(self, case: dict[str, Any]) -> bool:
-        """Append a finished case (a valid verdict is required) to the journal, then
-        rewrite results.json if a checkpoint is due; True when it was. On an error the
-        document and both files are left as they were."""
-        record = _finished_case(case)
-        self._append({"case": record})
-        self._cases.append(record)
-        return self._checkpoint_if_due()
-
-    def update_run(self, **fields: Any) -> bool:
-        """Set run fields learnt during the run (e.g. `boards` once they are up): journaled
-        at once, in results.json from the next checkpoint; True when that was now."""
-        clean = sanitise(fields)
-        self._append({"run": clean})
-        self._run = {**self._run, **clean}
-        return self._checkpoint_if_due()
-
-    def checkpoint(self, durable: bool = False) -> None:
-        """Rewrite results.json with everything so far (status unchanged); `durable`: see
-        `atomic_write_text` (the run's last write is)."""
-        if self._journal is not None:
-            os.fdatasync(self._journal)  # a power cut loses at most what follows a checkpoint
-        text = _serialise(self._run, self._cases)
-        atomic_write_text(self.path, text, durable)
-        self._journal_at_checkpoint = self._journal_size
-        self.checkpoints += 1
-
-    def finish(self, status: str) -> None:
-        """Mark the run `complete`, `interrupted` or `refused`, stamp `finished`, rewrite
-        results.json, then close and remove the journal (the file now holds everything)."""
-        if status not in FINAL_STATUSES:
-            raise ValueError(f"run status must be one of {FINAL_STATUSES}, not {status!r}")
-        self._run = {**self._run, "status": status, "finished": utc_now()}
-        self.checkpoint(durable=True)
-        if self._journal is not None:
-            os.close(self._journal)
-            self._journal = None
-            journal_path(self.path).unlink(missing_ok=True)
-
-    def _checkpoint_if_due(self) -> bool:
-        grown = self._journal_size - self._journal_at_checkpoint
-        due = grown >= CHECKPOINT_GROWTH * self._journal_at_checkpoint
-        if self._journal is not None and not due:
-            return False
-        self.checkpoint()  # (after finish, a late change is written at once)
-        return True
-
-    def _append(self, entry: dict[str, Any]) -> None:
-        line = (json.dumps(entry, allow_nan=False) + "\n").encode("utf-8")
-        if self._journal is None:
-            return
-        written = os.write(self._journal, line)
-        if written != len(line):  # a short write (disk full): the line is torn, say so
-            raise OSError(f"{journal_path(self.path)}: short write ({written} of {len(line)} bytes)")
-        # no sync per case (3 ms a case under load: a stall of ours, as results.json's per-case
-        # fsync was): the line survives hil being killed; `checkpoint` syncs it to disk
-        self._journal_size += len(line)
 
 
 def replay_journal(path: Path) -> dict[str, Any] | None:
@@ -379,7 +338,8 @@ def replay_journal(path: Path) -> dict[str, Any] | None:
             if number == len(lines) - 1:
                 break
             raise UsageError(f"{path}: line {number + 1} is not valid JSON") from None
-    if not entries or entries[0].get("journal") != SCHEMA or entries[0].get("version") != VERSION:
+    header = entries[0] if entries else {}
+    if header.get("journal") != SCHEMA or header.get("version") not in READABLE_VERSIONS:
         return None
     run = dict(entries[0]["run"])
     cases = []
@@ -395,10 +355,11 @@ def replay_journal(path: Path) -> dict[str, Any] | None:
 def save_results(document: dict[str, Any], path: Path) -> None:
     """Write a whole results document (e.g. a merge) atomically, its totals recounted."""
     run = sanitise(document["run"])
-    cases = [sanitise(case) for case in document["cases"]]
+    counts: Counter[str] = Counter(case["verdict"] for case in document["cases"])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, _serialise(run, cases))
+    write_document(path, run, (case_text(sanitise(case)) for case in document["cases"]),
+                   ordered_totals(counts))
 
 
 _OBJECT_LIST = (list, dict)

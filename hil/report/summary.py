@@ -5,15 +5,21 @@ latencies and the command that reproduces the run).
 GitHub rejects a step summary over 1 MiB, so the rendering has a byte budget: the fixed parts
 (header, totals, the reproduce command) always fit, then the tables get rows in priority order
 (failures, suites, slowest, latency) and each says how many rows it had to leave out.
+
+The cases are read once, one at a time (`_Seen`): what is kept of them is bounded by the
+budget (rows that could fit, hil/report/bounded.py), whatever the run's size.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hil.report.localization import localized_cases, probe_rows
+from hil.report.bounded import Best
+from hil.report.localization import probe_rows
 from hil.report.results import (
     INCOMPLETE_STATUSES,
     case_key,
@@ -21,8 +27,8 @@ from hil.report.results import (
     describe_board,
     incomplete_line,
     one_line,
+    severity_rank,
     worst_abs_error,
-    worst_first,
 )
 from hil.report.stats import SUMMARY_COLUMNS, summary_cells
 from hil.verdict import Verdict
@@ -69,10 +75,12 @@ class _Section:
     """What the rows are, for the `N more <what> not shown` line."""
     foot: list[str] = field(default_factory=list)
     kept: int = 0
+    total: int | None = None
+    """How many rows the section has (`rows` may hold only those that could fit)."""
 
     def render(self) -> list[str]:
         lines = [*self.head, *self.rows[: self.kept]]
-        left_out = len(self.rows) - self.kept
+        left_out = (len(self.rows) if self.total is None else self.total) - self.kept
         if left_out:
             lines.append("")
             lines.append(
@@ -86,18 +94,17 @@ def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8")) + 1 for line in lines)
 
 
-def _header(results: dict[str, Any]) -> list[str]:
+def _header(results: dict[str, Any], seen: _Seen) -> list[str]:
     run = results.get("run") or {}
-    cases = results.get("cases") or []
-    verdicts = [Verdict(c["verdict"]) for c in cases]
-    passed = sum(v.passed for v in verdicts)
-    failed = sum(v.is_failure for v in verdicts)
-    errors = sum(v.is_error for v in verdicts)
-    skipped = verdicts.count(Verdict.SKIP)
-    xfailed = verdicts.count(Verdict.XFAIL)
-    undelegated = verdicts.count(Verdict.PASS_UNDELEGATED)
+    verdicts = {Verdict(name): count for name, count in seen.verdicts.items()}
+    passed = sum(count for v, count in verdicts.items() if v.passed)
+    failed = sum(count for v, count in verdicts.items() if v.is_failure)
+    errors = sum(count for v, count in verdicts.items() if v.is_error)
+    skipped = verdicts.get(Verdict.SKIP, 0)
+    xfailed = verdicts.get(Verdict.XFAIL, 0)
+    undelegated = verdicts.get(Verdict.PASS_UNDELEGATED, 0)
     outcome = "failed" if failed else "infrastructure errors" if errors else "passed"
-    if not cases:
+    if not seen.count:
         outcome = "no cases"
     status = run.get("status")
     if outcome == "passed" and status in INCOMPLETE_STATUSES:
@@ -107,7 +114,7 @@ def _header(results: dict[str, Any]) -> list[str]:
         "",
         f"**{passed} passed, {failed} failed, {errors} errors, {skipped} skipped, "
         f"{xfailed} xfail** "
-        f"of {len(cases)} case(s)"
+        f"of {seen.count} case(s)"
         + (f" — {undelegated} passed with ops undelegated (PASS_UNDELEGATED)" if undelegated else ""),
         "",
     ]
@@ -140,36 +147,28 @@ def _header(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _suites(cases: list[dict[str, Any]]) -> _Section:
-    groups: dict[tuple[str, str], list[Verdict]] = {}
-    seconds: dict[tuple[str, str], float] = {}
-    for case in cases:
-        key = (f"{case['suite']}.{case['precision']}", case.get("board") or "-")
-        groups.setdefault(key, []).append(Verdict(case["verdict"]))
-        seconds[key] = seconds.get(key, 0.0) + _total_s(case)
+def _suites(seen: _Seen) -> _Section:
     columns = ["suite", "board", "cases", "passed", "failed", "errors", "skipped", "xfail",
                "time s"]
-    rows = [
-        _row(
-            [
-                cell(suite),
-                cell(board),
-                str(len(vs)),
-                str(sum(v.passed for v in vs)),
-                str(sum(v.is_failure for v in vs)),
-                str(sum(v.is_error for v in vs)),
-                str(vs.count(Verdict.SKIP)),
-                str(vs.count(Verdict.XFAIL)),
-                _num(seconds[(suite, board)], ".1f"),
-            ]
-        )
-        for (suite, board), vs in groups.items()
-    ]
+    rows = []
+    for (suite, board), counts in seen.suites.items():
+        verdicts = {Verdict(name): count for name, count in counts.items()}
+        rows.append(_row([
+            cell(suite),
+            cell(board),
+            str(sum(verdicts.values())),
+            str(sum(count for v, count in verdicts.items() if v.passed)),
+            str(sum(count for v, count in verdicts.items() if v.is_failure)),
+            str(sum(count for v, count in verdicts.items() if v.is_error)),
+            str(verdicts.get(Verdict.SKIP, 0)),
+            str(verdicts.get(Verdict.XFAIL, 0)),
+            _num(seen.seconds[(suite, board)], ".1f"),
+        ]))
     head = ["### Suites", "", *_table_head(columns, set(columns[2:]))]
     return _Section(head, rows, "suite rows")
 
 
-def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None:
+def _boards(run: dict[str, Any], per_board: Counter[str | None]) -> _Section | None:
     """One row per board of the run: usable, lost (quarantined at the end), left out or not
     usable at the start; its cases, recoveries and why it is out."""
     boards = [b for b in run.get("boards") or [] if isinstance(b, dict)]
@@ -182,6 +181,8 @@ def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None
         recoveries = [r for r in board.get("recovery") or [] if isinstance(r, dict)]
         if board.get("left_out"):
             state = "left out"
+        elif board.get("error") and board.get("quarantined"):
+            state = "quarantined (flash failed)"
         elif board.get("error"):
             state = "not usable"
         elif board.get("quarantined"):
@@ -193,13 +194,35 @@ def _boards(run: dict[str, Any], cases: list[dict[str, Any]]) -> _Section | None
             last = recoveries[-1]
             why += f" (last recovery step: {last.get('step')}: {last.get('message')})"
         steps = ", ".join(f"{r.get('step')} {'ok' if r.get('recovered') else 'failed'}" for r in recoveries)
-        rows.append(_row([cell(name), state, str(sum(c.get("board") == name for c in cases)),
+        rows.append(_row([cell(name), state, str(per_board[name]),
                           cell(steps or "-"), cell(why or "-", 600)]))
     usable = sum(not b.get("error") for b in boards)
     head = ["### Boards", "", f"{usable} of {len(boards)} usable at the start "
-            f"(run.usable_boards: {run.get('usable_boards')}).", "",
-            *_capacity_line(run), *_table_head(columns, {"cases"})]
+            f"(run.usable_boards: {run.get('usable_boards')}).", "", *_builds(boards),
+            *_capacity_line(run),
+            *_table_head(columns, {"cases"})]
     return _Section(head, rows, "board rows")
+
+
+def _builds(boards: list[dict[str, Any]]) -> list[str]:
+    """A line per board whose build was not the expected one at the start of the run: what
+    it ran, what it should have, and what provisioning made of it."""
+    lines = []
+    for board in boards:
+        build = board.get("build") or {}
+        if not build.get("differed"):
+            continue
+        flashes = board.get("flashes") or []
+        if not flashes:
+            outcome = "not flashed (run without --provision)"
+        elif flashes[0].get("error"):
+            outcome = f"flash failed: {flashes[0]['error']}"
+        else:
+            outcome = f"flashed: now {build.get('after')}"
+        lines.append(f"- build differed on **{cell(board.get('name') or '-')}**: "
+                     f"{build.get('property')} was `{cell(str(build.get('before')))}`, expected "
+                     f"`{cell(str(build.get('expected')))}`; {cell(outcome, 300)}")
+    return [*lines, ""] if lines else []
 
 
 def _capacity_line(run: dict[str, Any]) -> list[str]:
@@ -230,52 +253,50 @@ def _min_sqnr(case: dict[str, Any]) -> float | None:
     return min(values, default=None)
 
 
-def _failures(cases: list[dict[str, Any]]) -> _Section | None:
-    bad = worst_first(cases)
-    if not bad:
+def _failure_row(c: dict[str, Any]) -> str:
+    return _row(
+        [
+            f"`{cell(case_key(c))}`",
+            cell(c.get("board") or "-"),
+            cell(c["verdict"]),
+            cell(c.get("message") or ""),
+            _num(worst_abs_error(c), ".4g"),
+            _tolerance(c),
+            _num(_min_sqnr(c), ".1f"),
+            cell(f"{c.get('file')}:{c.get('line')}" if c.get("file") else "-"),
+        ]
+    )
+
+
+def _failures(bad: Best[str]) -> _Section | None:
+    if not bad.total:
         return None
     columns = ["case", "board", "verdict", "message", "max abs err", "tolerance", "SQNR dB", "file"]
-    rows = [
-        _row(
-            [
-                f"`{cell(case_key(c))}`",
-                cell(c.get("board") or "-"),
-                cell(c["verdict"]),
-                cell(c.get("message") or ""),
-                _num(worst_abs_error(c), ".4g"),
-                _tolerance(c),
-                _num(_min_sqnr(c), ".1f"),
-                cell(f"{c.get('file')}:{c.get('line')}" if c.get("file") else "-"),
-            ]
-        )
-        for c in bad
-    ]
     head = [
-        f"### Failures and errors ({len(bad)}, worst first)",
+        f"### Failures and errors ({bad.total}, worst first)",
         "",
         *_table_head(columns, {"max abs err", "SQNR dB"}),
     ]
-    return _Section(head, rows, "failures/errors")
+    return _Section(head, bad.items(), "failures/errors", total=bad.total)
 
 
-def _known_failures(cases: list[dict[str, Any]]) -> _Section | None:
-    known = [c for c in cases if c["verdict"] == Verdict.XFAIL.value]
-    if not known:
+def _known_row(c: dict[str, Any]) -> str:
+    expected = c.get("expected") or {}
+    return _row([f"`{cell(case_key(c))}`", cell(expected.get("verdict") or "-"),
+                 cell(expected.get("reason") or c.get("message") or ""),
+                 cell(expected.get("link") or "-")])
+
+
+def _known_failures(known: Best[str]) -> _Section | None:
+    if not known.total:
         return None
     columns = ["case", "expected", "reason", "link"]
-    rows = []
-    for c in known:
-        expected = c.get("expected") or {}
-        rows.append(_row([f"`{cell(case_key(c))}`", cell(expected.get("verdict") or "-"),
-                          cell(expected.get("reason") or c.get("message") or ""),
-                          cell(expected.get("link") or "-")]))
-    head = [f"### Known failures ({len(known)}, XFAIL)", "", *_table_head(columns)]
-    return _Section(head, rows, "known failures")
+    head = [f"### Known failures ({known.total}, XFAIL)", "", *_table_head(columns)]
+    return _Section(head, known.items(), "known failures", total=known.total)
 
 
-def _localization(results: dict[str, Any]) -> _Section | None:
+def _localization(cases: list[dict[str, Any]]) -> _Section | None:
     """Per localized case its finding, then a row per probe (board run)."""
-    cases = localized_cases(results)
     if not cases:
         return None
     head = ["### Localization (first diverging op)", ""]
@@ -300,42 +321,85 @@ def _total_s(case: dict[str, Any]) -> float:
     return sum(t for t in timings if isinstance(t, (int, float)) and not isinstance(t, bool))
 
 
-def _slowest(cases: list[dict[str, Any]]) -> _Section | None:
-    timed = sorted((c for c in cases if c.get("timings_s")), key=_total_s, reverse=True)[:SLOWEST]
-    if not timed:
+def _slow_row(c: dict[str, Any]) -> str:
+    return _row(
+        [
+            f"`{cell(case_key(c))}`",
+            cell(c.get("board") or "-"),
+            _num(_total_s(c), ".2f"),
+            *(_num((c.get("timings_s") or {}).get(k), ".3f") for k in TIMING_KEYS),
+        ]
+    )
+
+
+def _slowest(timed: Best[str]) -> _Section | None:
+    rows = timed.items()
+    if not rows:
         return None
     columns = ["case", "board", "total s", *(f"{k} s" for k in TIMING_KEYS)]
-    rows = [
-        _row(
-            [
-                f"`{cell(case_key(c))}`",
-                cell(c.get("board") or "-"),
-                _num(_total_s(c), ".2f"),
-                *(_num((c.get("timings_s") or {}).get(k), ".3f") for k in TIMING_KEYS),
-            ]
-        )
-        for c in timed
-    ]
-    head = [f"### Slowest cases (top {len(timed)})", "", *_table_head(columns, set(columns[2:]))]
+    head = [f"### Slowest cases (top {len(rows)})", "", *_table_head(columns, set(columns[2:]))]
     return _Section(head, rows, "slow cases")
 
 
-def _latency(cases: list[dict[str, Any]]) -> _Section | None:
-    measured = [c for c in cases if c.get("latency_ms")]
-    if not measured:
+def _latency_row(c: dict[str, Any]) -> str:
+    return _row([f"`{cell(case_key(c))}`", cell(c.get("board") or "-"),
+                 *(cell(value) for value in summary_cells(c))])
+
+
+def _latency(measured: Best[str]) -> _Section | None:
+    if not measured.total:
         return None
     columns = ["case", "board", *SUMMARY_COLUMNS]
-    rows = [
-        _row([f"`{cell(case_key(c))}`", cell(c.get("board") or "-"),
-              *(cell(value) for value in summary_cells(c))])
-        for c in measured
-    ]
     head = [
         "<details><summary>Latency (ms), program memory and stability per case</summary>",
         "",
         *_table_head(columns, set(columns[2:-1])),
     ]
-    return _Section(head, rows, "latency rows", foot=["", "</details>"])
+    return _Section(head, measured.items(), "latency rows", foot=["", "</details>"], total=measured.total)
+
+
+def _row_size(row: str) -> int:
+    return len(row.encode("utf-8")) + 1
+
+
+class _Seen:
+    """What the summary keeps of the cases, read once: counts per verdict, suite and board,
+    the rows of each table that could fit in `limit_bytes` (the worst failures, the first
+    known failures and latencies, the slowest cases) and the localized cases."""
+
+    def __init__(self, cases: Iterable[dict[str, Any]], limit_bytes: int) -> None:
+        self.count = 0
+        self.verdicts: Counter[str] = Counter()
+        self.suites: dict[tuple[str, str], Counter[str]] = {}
+        self.seconds: dict[tuple[str, str], float] = {}
+        self.per_board: Counter[str | None] = Counter()
+        self.failures: Best[str] = Best(budget=limit_bytes, size=_row_size)
+        self.known: Best[str] = Best(budget=limit_bytes, size=_row_size)
+        self.slowest: Best[str] = Best(count=SLOWEST)
+        self.latency: Best[str] = Best(budget=limit_bytes, size=_row_size)
+        self.localized: list[dict[str, Any]] = []
+        for index, case in enumerate(cases):
+            self._see(index, case)
+
+    def _see(self, index: int, case: dict[str, Any]) -> None:
+        self.count += 1
+        verdict = case["verdict"]
+        self.verdicts[verdict] += 1
+        key = (f"{case['suite']}.{case['precision']}", case.get("board") or "-")
+        self.suites.setdefault(key, Counter())[verdict] += 1
+        self.seconds[key] = self.seconds.get(key, 0.0) + _total_s(case)
+        self.per_board[case.get("board")] += 1
+        rank = severity_rank(index, case)
+        if rank is not None:
+            self.failures.offer(rank, lambda: _failure_row(case))
+        if verdict == Verdict.XFAIL.value:
+            self.known.offer(index, lambda: _known_row(case))
+        if case.get("timings_s"):  # the slowest first, the earlier of equals first
+            self.slowest.offer((-_total_s(case), index), lambda: _slow_row(case))
+        if case.get("latency_ms"):
+            self.latency.offer(index, lambda: _latency_row(case))
+        if case.get("localization"):
+            self.localized.append(case)
 
 
 def _reproduce(run: dict[str, Any]) -> list[str]:
@@ -359,19 +423,19 @@ def render_summary(results: dict[str, Any], limit_bytes: int = SUMMARY_LIMIT_BYT
     """The Markdown step summary of `results`, at most `limit_bytes` UTF-8 bytes (empty when
     not even the header fits)."""
     run = results.get("run") or {}
-    cases = results.get("cases") or []
-    header, reproduce = _header(results), _reproduce(run)
+    seen = _Seen(results.get("cases") or [], limit_bytes)
+    header, reproduce = _header(results, seen), _reproduce(run)
     fixed = _size(header) + _size(reproduce)
     if fixed > limit_bytes:
         return ""
     sections = {
-        "suites": _suites(cases),
-        "boards": _boards(run, cases),
-        "failures": _failures(cases),
-        "localization": _localization(results),
-        "known": _known_failures(cases),
-        "slowest": _slowest(cases),
-        "latency": _latency(cases),
+        "suites": _suites(seen),
+        "boards": _boards(run, seen.per_board),
+        "failures": _failures(seen.failures),
+        "localization": _localization(seen.localized),
+        "known": _known_failures(seen.known),
+        "slowest": _slowest(seen.slowest),
+        "latency": _latency(seen.latency),
     }
     order = ("failures", "boards", "localization", "suites", "known", "slowest", "latency")
     priority = [s for s in (sections[k] for k in order) if s]

@@ -46,6 +46,9 @@ class RunOptions:
     """Lowering worker processes."""
     virtual_link: str = "none"
     """Link shaping of the virtual boards hil starts (`none`, `usb2`, `usb3`)."""
+    virtual_device_time: str | None = None
+    """The off-host measuring mode of the virtual boards hil starts (`measured` or ms per
+    execution, hil/virtual/offhost.py); None: off."""
     inventory: tuple[InventoryEntry, ...] = ()
     """The boards, from `--inventory` and `--board`; empty: one per `boards` spec."""
     sources: tuple[BoardSource, ...] = ()
@@ -62,6 +65,11 @@ class RunOptions:
     start; None: hil.board.servers decides per board."""
     board_wait_s: float = 0.0
     """How long to wait for a board another run holds (its lease) before leaving it out."""
+    provision: bool = False
+    """`--provision`: before its first case, a board whose build is not the inventory's
+    `expected_build` gets its images flashed (hil/provision); one at that build, nothing."""
+    flash_timeout_s: float = 300.0
+    """`--flash-timeout`: limit of one image's flash (provisioning and the REFLASH rung)."""
     localize: bool = False
     """`--localize`: bisect every FAIL_MISMATCH case's graph (a known failure's too) on the
     board it failed on (hil/localize) and add the `localization` block to its record."""

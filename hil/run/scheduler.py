@@ -14,6 +14,7 @@ the pool's (hil/pool); this room only decides which case goes where and what is 
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
@@ -28,6 +29,7 @@ from hil.interrupts import Stop, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import StaticSource
+from hil.report.results import CaseStream
 from hil.run.attempt import Work, attempt, infra_record
 from hil.run.options import RunOptions
 from hil.run.recorder import Recorder
@@ -39,7 +41,21 @@ log = logging.getLogger(__name__)
 INTERRUPT_CLEANUP_S = 5.0
 """After SIGINT/SIGTERM, how long the board threads get to finish and clean their boards up
 (hil must exit within 10 s)."""
+LOWERED_AHEAD_PER_BOARD = 8
+"""Lowered cases waiting per live board (at least LOWERED_AHEAD_MIN in all): the lowering
+waits beyond that, so a run of 50,000 cached cases does not hold 50,000 artifacts at once."""
+LOWERED_AHEAD_MIN = 32
 NO_BOARD = "no usable board (every board failed to start or was quarantined)"
+
+
+def _freeze_start_up() -> None:
+    """Take what start-up allocated (torch, ExecuTorch, the boards' bring-up: most of the
+    heap) out of the collector's walks (`gc.freeze`, undone at the run's end): a full
+    collection during the run then walks what the run allocates, not torch's objects (one
+    walked them for 90 ms here; when the recorder collected after each JUnit rendering, that
+    was hil's largest CPU cost per case at 40 cases, scripts/bench_boards.py)."""
+    gc.collect()
+    gc.freeze()
 
 
 class Run:
@@ -90,17 +106,20 @@ class Run:
             runner=options.runner, timeout_s=options.timeout_s,
             idle_timeout_s=options.idle_timeout_s, boot_timeout_s=options.boot_timeout_s,
             runner_profile=options.runner_profile, virtual_link=options.virtual_link,
+            virtual_device_time=options.virtual_device_time,
             adb_server=options.adb_server, board_wait_s=options.board_wait_s,
+            provision=options.provision, flash_timeout_s=options.flash_timeout_s,
         ), self.stop, lambda boards, fields: self.recorder.update_run(boards=boards, **fields))
 
     @property
-    def records(self) -> list[dict[str, Any]]:
-        """The finished cases so far, as written to results.json."""
-        return self.recorder.records
+    def records(self) -> CaseStream:
+        """The finished cases so far, as written to results.json: read back from disk as
+        they are iterated (`CaseStream`), never held."""
+        return self.recorder.results()["cases"]
 
     # -- the run ------------------------------------------------------------------------------
-    def execute(self) -> list[dict[str, Any]]:
-        """Run every case; returns the case records (also written to results.json). A stop
+    def execute(self) -> CaseStream:
+        """Run every case; returns the case records (`records`: results.json's). A stop
         (`self.stop`, e.g. SIGTERM) ends it `interrupted`: `self.interrupted` says so."""
         if not self.options.cases:  # an empty shard: no adb server, no boards
             self.recorder.close("complete")
@@ -112,12 +131,16 @@ class Run:
                 if wait_until(self.pool.settled, self.stop):
                     if self.pool.usable:
                         self._choose_or_refuse()
+                        _freeze_start_up()
                         threading.Thread(target=self._lower_all, args=(failure,), name="lowering",
                                          daemon=True).start()
                     else:
                         self._fail_unlowered(self._no_board())
                         self._lowering_done.set()
                     self.pool.wait_done()
+                # the boards may all be out while cases still wait to be lowered (held back
+                # by `_wait_for_room`): the lowering records them (no board left) first
+                wait_until(self._lowering_done, self.stop)
                 if self.stop.is_set():
                     self.interrupted = True
                     self.recorder.update_run(capacity_lost=self.pool.capacity_lost())
@@ -135,6 +158,8 @@ class Run:
         except BaseException:  # a bug in hil: every finished case is written all the same
             self.recorder.close(None)
             raise
+        finally:
+            gc.unfreeze()
         return self.records
 
     def _choose_or_refuse(self) -> None:
@@ -199,10 +224,21 @@ class Run:
                         self._pending += 1
                         self.lowered_from_cache += lowering.cached
                     self._queue.put(Work(lowering.index, case, lowering.artifact, lowering.cached))
+                    self._wait_for_room()
         except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failure.append(exc)
         finally:
             self._lowering_done.set()
+
+    def _wait_for_room(self) -> None:
+        """Hold the lowering while the boards have enough lowered cases waiting (memory
+        bounded whatever the run's size), until they take some, no board is left, or the run
+        stops."""
+        while not self.stop.is_set() and self.pool.any_left() and not self.pool.finished():
+            ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
+            if self._queue.qsize() < ahead:
+                return
+            self.stop.wait(0.05)
 
     def _fail_leftovers(self, reason: str) -> None:
         while True:

@@ -286,11 +286,7 @@ class Device:
                        "proc", "dev"):
             (self.fs / folder).mkdir(parents=True, exist_ok=True)
         (self.fs / "data/local/tmp").chmod(0o771)
-        vendor_lib = self.fs / VENDOR_LIB_PATH.lstrip("/")
-        if self.vendor_lib:
-            vendor_lib.write_text("hil VIRTUAL board: placeholder for the ENN vendor library\n")
-        else:
-            vendor_lib.unlink(missing_ok=True)
+        self.place_vendor_lib(self.vendor_lib)
         self._props_path.parent.mkdir(parents=True, exist_ok=True)
         for host in _HOST_READ_ONLY:
             self._mirror_host_path(Path(host))
@@ -319,6 +315,14 @@ class Device:
         self.logcat_path.touch()
         self._write_properties()
         self.set_heat(None)
+
+    def place_vendor_lib(self, present: bool) -> None:
+        """Put ENN's library (a placeholder) on the board, or take it off."""
+        vendor_lib = self.fs / VENDOR_LIB_PATH.lstrip("/")
+        if present:
+            vendor_lib.write_text("hil VIRTUAL board: placeholder for the ENN vendor library\n")
+        else:
+            vendor_lib.unlink(missing_ok=True)
 
     def set_heat(self, celsius: float | None) -> None:
         """Write the sysfs thermal and cpufreq files: every zone at `celsius` with the

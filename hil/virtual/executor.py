@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Protocol
 from hil.runner.profiles import PROFILES, RunnerProfile
 from hil.virtual import gflags
 from hil.virtual.device import VENDOR_LIB_PATH
+from hil.virtual.offhost import OffHost
+from hil.virtual.program_cache import ProgramCache
 from hil.virtual.runner import (
     DeviceFs,
     Emit,
-    ProgramCache,
     RunnerFaults,
     RunnerResult,
     execute_request,
@@ -85,7 +86,8 @@ class WarmExecutor:
     `fs_root` is the host folder the board's sandbox sees as `/`; `socket_path` the host
     path of the socket (bound into the sandbox at `DEVICE_SOCKET_PATH`); `profile` the runner
     binary imitated (what it refuses to load); `vendor_lib=False` simulates a board without
-    `libenn_public_api_cpp.so`. Runs are serialised (one runner at a time, like one NPU).
+    `libenn_public_api_cpp.so`; `device_time` (`measured` or ms) turns the off-host
+    measuring mode on (`offhost.py`). Runs are serialised (one runner at a time, like one NPU).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class WarmExecutor:
         vendor_lib: bool = True,
         hooks: ExecutorHooks | None = None,
         profile: RunnerProfile = PROFILES["hil"],
+        device_time: str | None = None,
     ) -> None:
         self.fs_root = Path(fs_root)
         self.socket_path = Path(socket_path)
@@ -103,7 +106,8 @@ class WarmExecutor:
         self.hooks = hooks
         self._warm = threading.Event()
         self._run_lock = threading.Lock()
-        self._programs = ProgramCache()
+        self.offhost = OffHost(device_time) if device_time else None
+        self._programs = ProgramCache(by_content=self.offhost is not None)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     def _vendor_lib_present(self) -> bool:
@@ -160,6 +164,7 @@ class WarmExecutor:
                 cancelled=cancelled,
                 faults=faults,
                 emit=emit,
+                offhost=self.offhost,
             )
             return dataclasses.replace(result, peak_rss_kib=_peak_rss())
 

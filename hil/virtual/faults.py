@@ -24,15 +24,30 @@ Kinds:
 | `slow` | every adb message the board sends (`on=exec`: every inference) is delayed (state) | `delay`, `on` |
 | `hot` | thermal zones at `temp` °C, clocks at their minimum, for `seconds` (state) | `temp`, `seconds` |
 | `old-adbd` | adbd as before Android 7: no `shell_v2` feature, `shell,v2:` refused (state) | |
+| `flash-fail` | fastboot's `flash:P` answers FAIL for the partitions `partition` matches | `partition` |
+| `download-hang` | the bootloader stops reading halfway through a `download` (hung) | `after`, `times` |
+| `no-bootloader` | a reboot into the bootloader ends off adb, with no fastboot (state) | |
+| `wrong-product` | `fastboot getvar product` answers another product (state) | `product` |
+| `broken-vendor` | no ENN library (the runner segfaults) until `partition` is flashed (state) | `partition` |
 
 `old-adbd` must hold before the host connects: the feature list goes out at CNXN.
 `slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; `hot`
 defaults to `temp=80,seconds=30` (`seconds=0`: hot until cleared).
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
-(a sync RECV); `on=now` (control FIFO) applies a drop, freeze, reboot or panic at once.
+(a sync RECV), `download` and `flash` (fastboot commands, `fastboot.py`); `on=now` (control
+FIFO) applies a drop, freeze, reboot or panic at once.
 `path=GLOB` limits push/pull faults to device paths matching the glob;
 `after=N` lets N matching events pass first; `times=N` fires N times (default 1, 0 =
 every time). State faults hold from when they are set until `fault clear`.
+
+The bootloader's faults (`fastboot.py`, `bootloader.py`): `flash-fail` (`partition=GLOB`, default
+`*`; `after`, `times` default 0: every flash, `times=1`: a failure a retry cures);
+`download-hang` (once by default; the bootloader then answers nothing, new hosts included,
+until a power cycle); `no-bootloader` (a power cycle brings the board back on adb, still with the
+fault); `wrong-product` (default: the other chipset's product, `product=NAME` names one);
+`broken-vendor` takes ENN's library off the board at once and disarms itself when its
+partition is flashed (or at `fault clear`): the library is back then. These five are
+`PROVISIONING_KINDS`, left out of `KINDS` (what the soak deals: it flashes no board).
 
 `miscompute` is the virtual stand-in for an NPU kernel bug in one op: the op names a program
 executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
@@ -51,15 +66,25 @@ from dataclasses import dataclass
 from hil.errors import UsageError
 
 EVENTS = ("push", "exec", "pull")
-"""Operations an event fault can fire on."""
+"""adb operations an event fault can fire on."""
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot", "old-adbd")
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot", "old-adbd",
+               "no-bootloader", "wrong-product", "broken-vendor")
 """Faults that hold until cleared rather than fire on an event."""
-KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full", *STATE_KINDS)
+PROVISIONING_KINDS = ("flash-fail", "download-hang", "no-bootloader", "wrong-product",
+                      "broken-vendor")
+"""Faults of the bootloader and the partitions (`bootloader.py`, `fastboot.py`): they act while
+a board is in its bootloader or on its way there, or (`broken-vendor`) need a re-flash to cure."""
+KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full",
+         *(kind for kind in STATE_KINDS if kind not in PROVISIONING_KINDS))
+"""What a board that is never flashed can suffer and get over: the kinds the soak's chaos deals
+(scripts/soaklib/deck.py; it provisions no board)."""
+ALL_KINDS = (*KINDS, *PROVISIONING_KINDS)
+"""Every kind a SPEC may name."""
 
 SIGNALS = {"SEGV": 11, "ABRT": 6}
 """Signals a `crash` fault can kill the runner with."""
@@ -83,11 +108,17 @@ _KEYS = {
     "readonly-data": set(),
     "hot": {"temp", "seconds"},
     "old-adbd": set(),
+    "flash-fail": {"partition", "after", "times"},
+    "download-hang": {"after", "times"},
+    "no-bootloader": set(),
+    "wrong-product": {"product"},
+    "broken-vendor": {"partition"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
                   "missing-output": "exec", "miscompute": "exec", "noise": "exec", "storage-full": "push",
                   "freeze": "exec",
-                  "reboot": "exec", "panic": "exec"}
+                  "reboot": "exec", "panic": "exec", "flash-fail": "flash",
+                  "download-hang": "download"}
 _EVENTS_OF = {"storage-full": ("push", "exec")}
 """Events a runner or storage fault may fire on, where there is a choice."""
 
@@ -101,7 +132,8 @@ class Fault:
     on: str = ""
     """The event it fires on (`push`, `exec`, `pull`, `now`); empty for state faults."""
     path: str = "*"
-    """Glob on the device path (push and pull events)."""
+    """Glob on the device path (push and pull events); on the partition name (`flash-fail`,
+    `broken-vendor`: given as `partition=`)."""
     after: int = 0
     """Matching events to let pass before it fires."""
     times: int = 1
@@ -126,6 +158,8 @@ class Fault:
     """`hot`: the temperature of every thermal zone (°C)."""
     seconds: float = 30.0
     """`hot`: how long the board stays hot once the fault is set; 0: until cleared."""
+    product: str = ""
+    """`wrong-product`: what `getvar product` answers (empty: the other chipset's)."""
 
     @property
     def is_state(self) -> bool:
@@ -142,8 +176,8 @@ def _integer(spec: str, key: str, value: str) -> int:
 def parse_fault(spec: str) -> Fault:
     """Parse `KIND[,key=value...]`; UsageError naming the spec and the field at fault."""
     kind, *options = [part.strip() for part in spec.strip().split(",")]
-    if kind not in KINDS:
-        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if kind not in ALL_KINDS:
+        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r} (one of {', '.join(ALL_KINDS)})")
     values: dict[str, str] = {}
     for option in options:
         key, sep, value = option.partition("=")
@@ -163,6 +197,7 @@ def parse_fault(spec: str) -> Fault:
         fields["on"] = on
     if "path" in values:
         fields["path"] = values["path"]
+    fields.update(_bootloader_fault_fields(spec, kind, values))
     for key in ("after", "times", "seed"):
         if key in values:
             fields[key] = _integer(spec, key, values[key])
@@ -218,6 +253,23 @@ def _noise_rel(spec: str, values: dict[str, str]) -> float:
         raise UsageError(f"--fault {spec!r}: rel={values.get('rel', '?')}: a multiple of the "
                          "output's standard deviation in (0, 100] is required")
     return rel
+
+
+def _bootloader_fault_fields(spec: str, kind: str, values: dict[str, str]) -> dict[str, object]:
+    """`partition` (into `path`), `product`, and `flash-fail`'s `times` 0 unless given."""
+    fields: dict[str, object] = {}
+    for key in ("partition", "product"):
+        if key in values and not re.fullmatch(r"[A-Za-z0-9_.*?\-]+", values[key]):
+            raise UsageError(f"--fault {spec!r}: {key}={values[key]!r} is not a name")
+    if kind == "broken-vendor":
+        fields["path"] = values.get("partition", "vendor")
+    elif "partition" in values:
+        fields["path"] = values["partition"]
+    if "product" in values:
+        fields["product"] = values["product"]
+    if kind == "flash-fail" and "times" not in values:
+        fields["times"] = 0
+    return fields
 
 
 # -- latency faults (hil/board/thermal.py, `hil compare`): a hot board, a slow runner -------

@@ -35,19 +35,23 @@ WARM_TIMEOUT = 180.0
 heavy load); past it the board is used anyway and its first case waits."""
 _READY = re.compile(re.escape(READY_PREFIX) + r"(127\.0\.0\.1:\d+) ")
 _CONSOLE = re.compile(r" console=(\S+)")
+_FASTBOOT = re.compile(r" fastboot=(\S+)")
 
 
 class VirtualBoardProcess:
     """A running virtual board: `address` ("127.0.0.1:PORT"), `pid`, `root`, `console`
-    (its UART's pty), `control(line)`, `stop()`."""
+    (its UART's pty), `fastboot` (its bootloader's endpoint, `tcp:127.0.0.1:PORT`),
+    `control(line)`, `stop()`."""
 
     def __init__(
-        self, process: subprocess.Popen[bytes], address: str, root: Path, console: str | None = None
+        self, process: subprocess.Popen[bytes], address: str, root: Path, console: str | None = None,
+        fastboot: str | None = None,
     ) -> None:
         self.process = process
         self.address = address
         self.root = root
         self.console = console
+        self.fastboot = fastboot
 
     def control(self, line: str, applied_within: float | None = None) -> None:
         """Send one request to the board's control FIFO (`fault SPEC`, `power cycle`...).
@@ -83,6 +87,11 @@ class VirtualBoardProcess:
     def cycle(self) -> None:
         """Power off, then on."""
         self.control("power cycle")
+
+    def cycle_to_bootloader(self) -> None:
+        """Power off, then on with the bootloader key held: the board comes up in its
+        bootloader (fastboot at `fastboot`), however it was before (down, frozen, hung)."""
+        self.control("power bootloader")
 
     @property
     def pid(self) -> int:
@@ -193,7 +202,9 @@ def start_virtual_board(
         _wait_for_line(process, WARM_LINE, WARM_TIMEOUT, name)
     process.stdout.close()
     console = _CONSOLE.search(line)
-    return VirtualBoardProcess(process, match.group(1), root, console.group(1) if console else None)
+    fastboot = _FASTBOOT.search(line)
+    return VirtualBoardProcess(process, match.group(1), root, console.group(1) if console else None,
+                               fastboot.group(1) if fastboot else None)
 
 
 def _wait_for_line(process: subprocess.Popen[bytes], wanted: str, timeout: float, name: str) -> None:

@@ -1,7 +1,10 @@
 """`hil virtual-board`: run one virtual board until SIGTERM or SIGINT.
 
 Prints one line to stdout once it listens:
-`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR console=/dev/pts/N (VIRTUAL board: ...)`.
+`hil-virtual-board ready 127.0.0.1:PORT chipset=E9955 root=DIR fastboot=tcp:127.0.0.1:FPORT
+console=/dev/pts/N runner_profile=P [device_time=T] (VIRTUAL board: ...)` (one line), where
+`fastboot=` is the endpoint the fastboot client uses while the board is in its bootloader
+(`bootloader.py`) and device_time the off-host measuring mode (`offhost.py`).
 and a second one, `hil-virtual-board warm`, once its executor has imported ExecuTorch's host
 runtime (seconds under load): a runner exec before that waits for it. `hil run` waits for
 that line too, so that the warm-up is charged to the board's start, not to its first case.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -23,7 +27,9 @@ from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, PROFILES
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
+from hil.virtual.images import PARTITIONS, FlashStore, ImageError
 from hil.virtual.link import LINKS, Link
+from hil.virtual.offhost import DEVICE_TIME_PROPERTY, parse_device_time
 from hil.virtual.server import EMULATOR_PORTS, LISTEN_HOST, VirtualBoard
 
 log = logging.getLogger(__name__)
@@ -38,6 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port", type=int, default=0,
         help="TCP port on 127.0.0.1; 0 picks a free one outside adb's emulator range "
         "5555-5585 (default: 0)",
+    )
+    parser.add_argument(
+        "--fastboot-port", type=int, default=0,
+        help="TCP port on 127.0.0.1 of the board's bootloader (fastboot listens there only "
+        "while the board is in it: `adb reboot bootloader`); 0 picks a free one (default: 0)",
+    )
+    parser.add_argument(
+        "--image", action="append", default=[], metavar="PARTITION=FILE",
+        help="an image on the board's PARTITION when it starts, as if flashed before (its "
+        "build follows: README, the virtual board's bootloader); repeatable",
     )
     parser.add_argument(
         "--chipset", default="E9955",
@@ -77,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"hil runs the host flows too (default: {DEFAULT_VIRTUAL_PROFILE})",
     )
     parser.add_argument(
+        "--device-time", default=None, metavar="measured|MS",
+        help="the off-host measuring mode (for measuring hil itself): a program+inputs runs "
+        "on the host runtime once, later execs replay its outputs and sleep a modelled device "
+        "time per execution: the latency its first run measured (measured) or MS ms; the "
+        f"board reports it as {DEVICE_TIME_PROPERTY} (default: off)",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -91,11 +114,27 @@ def run(args: argparse.Namespace) -> int:
             f"--port {args.port}: expected 0 or a free port outside adb's emulator "
             "range 5555-5585"
         )
+    if not 0 <= args.fastboot_port <= 65535 or args.fastboot_port in EMULATOR_PORTS or (
+        args.fastboot_port and args.fastboot_port == args.port
+    ):
+        raise UsageError(
+            f"--fastboot-port {args.fastboot_port}: expected 0 or a free port outside adb's "
+            "emulator range 5555-5585, other than --port"
+        )
     if args.reboot_seconds < 0:
         raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
+    images = _read_images(args.image)
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
+    for partition, data in images.items():
+        try:
+            FlashStore(root).flash(partition, data)
+        except ImageError as exc:
+            raise UsageError(f"--image {partition}=...: {exc}") from None
     device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
                     runner_profile=args.runner_profile)
+    device_time = parse_device_time(args.device_time) if args.device_time is not None else None
+    if device_time is not None:
+        device.properties[DEVICE_TIME_PROPERTY] = device_time
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -109,12 +148,29 @@ def run(args: argparse.Namespace) -> int:
     console = VirtualConsole(args.console)
     try:
         board = VirtualBoard(
-            device, args.port, args.reboot_seconds, Link(args.link), faults, console
+            device, args.port, args.reboot_seconds, Link(args.link), faults, console,
+            fastboot_port=args.fastboot_port, device_time=device_time,
         )
         asyncio.run(_serve(board, now))
     finally:
         console.close()
     return 0
+
+
+def _read_images(specs: list[str]) -> dict[str, bytes]:
+    """The `--image PARTITION=FILE` options' images by partition; UsageError naming the
+    option at fault."""
+    images: dict[str, bytes] = {}
+    for spec in specs:
+        partition, sep, file = spec.partition("=")
+        if not sep or not file or partition not in PARTITIONS:
+            raise UsageError(f"--image {spec}: expected PARTITION=FILE with PARTITION one of "
+                             f"{', '.join(PARTITIONS)}")
+        try:
+            images[partition] = Path(file).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--image {spec}: {exc.strerror}") from None
+    return images
 
 
 async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
@@ -132,7 +188,8 @@ async def _serve(board: VirtualBoard, faults_now: list[str]) -> None:
     console = f" console={board.console.path}" if board.console is not None else ""
     sys.stdout.write(
         f"{READY_PREFIX}{LISTEN_HOST}:{board.port} chipset={device.chipset} root={device.root}"
-        f"{console} runner_profile={device.runner_profile.name} "
+        f" fastboot={board.bootloader.endpoint}{console} runner_profile={device.runner_profile.name}"
+        f"{' device_time=' + board.device_time if board.device_time else ''} "
         "(VIRTUAL board: ExecuTorch host runtime, no NPU)\n"
     )
     sys.stdout.flush()
@@ -175,5 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _exit_now(code: int) -> None:
+    """Exit without tearing the interpreter down: the board has stopped (transports dropped,
+    executor closed), and freeing torch's heap object by object took 6-10 s under load,
+    past the launcher's SIGTERM grace (`VirtualBoardProcess.stop`): a run on 16 boards spent
+    minutes killing them one by one."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit_now(main())

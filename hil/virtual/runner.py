@@ -13,6 +13,8 @@ exit code and the same files written. What differs, and why:
   the host runtime underneath has every kernel.
 - stderr starts with one banner line saying this runner is VIRTUAL.
 - Programs are cached by (host path, size, mtime_ns) and loaded from bytes (never mmap'd).
+- In the off-host measuring mode (`offhost.py`) a program+inputs pair seen before is not run
+  again: its outputs are replayed and each execution's device time is slept.
 - A `miscompute` fault perturbs the outputs of a program that executes its op (the op names
   are read from the program: `program_ops.py`) before they are written; a `noise` fault adds
   seeded Gaussian noise to them (`noise.py`), as a wrong kernel leaves them.
@@ -23,7 +25,6 @@ location (symlinks resolved) leaves `fs_root` is a missing file.
 
 from __future__ import annotations
 
-import collections
 import errno
 import logging
 import os
@@ -39,10 +40,11 @@ from typing import Any, NoReturn
 from hil.runner import contract
 from hil.runner.contract import check_failed_message, log_line, statistics_text, timing_line
 from hil.runner.profiles import PROFILES, RunnerProfile, refusal
-from hil.runner.pte import ProgramInfo, PteError, read_program
+from hil.runner.pte import PteError
 from hil.virtual import gflags
 from hil.virtual.noise import add_noise
-from hil.virtual.program_ops import operator_base, program_op_names
+from hil.virtual.offhost import InputMeta, OffHost, Replay, digest
+from hil.virtual.program_cache import LoadedProgram, ProgramCache
 
 log = logging.getLogger(__name__)
 
@@ -180,54 +182,6 @@ def _ms(seconds: float) -> float:
     return int(seconds * 1e6) / 1000.0
 
 
-@dataclass(frozen=True)
-class LoadedProgram:
-    """A parsed program: the host runtime's handle and what the runner reads of it."""
-
-    program: Any
-    info: ProgramInfo
-    ops: frozenset[str] = frozenset()
-    """Every op name the program executes (`program_ops.program_op_names`)."""
-
-
-class ProgramCache:
-    """Loaded programs keyed by (host path, size, mtime_ns), least recent evicted."""
-
-    def __init__(self, max_programs: int = 8) -> None:
-        self._max = max_programs
-        self._programs: collections.OrderedDict[tuple[str, int, int], LoadedProgram] = (
-            collections.OrderedDict()
-        )
-
-    def load(self, path: Path) -> tuple[LoadedProgram, bool]:
-        """The program at `path` and whether it was cached. OSError when the file cannot
-        be read; PteError or RuntimeError when it does not parse."""
-        from executorch.runtime import Runtime
-
-        stat = path.stat()
-        key = (str(path), stat.st_size, stat.st_mtime_ns)
-        if key in self._programs:
-            self._programs.move_to_end(key)
-            return self._programs[key], True
-        data = path.read_bytes()
-        loaded = LoadedProgram(Runtime.get().load_program(data), read_program(data), _op_names(data))
-        for stale in [k for k in self._programs if k[0] == key[0]]:
-            del self._programs[stale]
-        self._programs[key] = loaded
-        while len(self._programs) > self._max:
-            self._programs.popitem(last=False)
-        return loaded, False
-
-
-def _op_names(data: bytes) -> frozenset[str]:
-    """The program's op names; its kernels' only when a delegate payload does not decode."""
-    try:
-        return program_op_names(data)
-    except PteError as error:
-        log.warning("virtual runner: delegate ops not readable (%s): kernels only", error)
-        return frozenset(operator_base(op) for op in read_program(data).operators)
-
-
 def perturb(value: Any, rel: float) -> Any:
     """`value` + rel x RMS(value) x (+1, -1, +1, ...) in flat order: an error whose RMS is
     `rel` times the output's (SQNR = -20 log10(rel) dB), deterministic; non-float tensors
@@ -261,17 +215,24 @@ def _status(error: Exception, default: int) -> int:
     return int(found.group(1), 16) if found else default
 
 
-def _inputs(console: _Console, fs: DeviceFs, flag: str, meta: Any) -> list[Any]:
-    """Step 8: input tensors from raw files, or zero-filled without `--input`."""
+def _input_metas(meta: Any) -> tuple[InputMeta, ...]:
+    """What the runner checks of the method's inputs (its metadata)."""
+    infos = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
+    return tuple(InputMeta(info.nbytes(), tuple(info.sizes()), _dtype(info.dtype())) for info in infos)
+
+
+def _inputs(
+    console: _Console, fs: DeviceFs, flag: str, metas: Sequence[InputMeta]
+) -> tuple[list[Any], bytes]:
+    """Step 8: input tensors from raw files, or zero-filled without `--input`; and their
+    content key (`offhost.digest`)."""
     import torch
 
-    infos = [meta.input_tensor_meta(i) for i in range(meta.num_inputs())]
-    dtypes = [_dtype(info.dtype()) for info in infos]
     if not flag:
         console.log("I", contract.DEFAULT_INPUTS)
-        return [torch.zeros(info.sizes(), dtype=dtype) for info, dtype in zip(infos, dtypes, strict=True)]
+        return [torch.zeros(m.sizes, dtype=m.dtype) for m in metas], b""
     files = flag.split()
-    console.check(len(files) == len(infos), contract.INPUT_COUNT,
+    console.check(len(files) == len(metas), contract.INPUT_COUNT,
                   "input_files.size() == method->inputs_size()")
     blobs = []
     for name in files:
@@ -283,13 +244,13 @@ def _inputs(console: _Console, fs: DeviceFs, flag: str, meta: Any) -> list[Any]:
         if blobs[-1] is None:
             console.abort((contract.INPUT_OPEN[0], ""), contract.INPUT_OPEN[1], function="read")
     tensors = []
-    for blob, info, dtype in zip(blobs, infos, dtypes, strict=True):
-        console.check(len(blob) == info.nbytes(), contract.INPUT_SIZE,
+    for blob, meta in zip(blobs, metas, strict=True):
+        console.check(len(blob) == meta.nbytes, contract.INPUT_SIZE,
                       "input_data_reader.nbytes(input_index) == tensor_meta->nbytes()")
         raw = (torch.frombuffer(bytearray(blob), dtype=torch.uint8) if blob
                else torch.empty(0, dtype=torch.uint8))  # frombuffer refuses an empty buffer
-        tensors.append(raw.view(dtype).reshape(info.sizes()))
-    return tensors
+        tensors.append(raw.view(meta.dtype).reshape(meta.sizes))
+    return tensors, digest(b"".join(len(blob).to_bytes(8, "little") + blob for blob in blobs))
 
 
 def _load_method(console: _Console, loaded: LoadedProgram, profile: RunnerProfile) -> Any:
@@ -329,6 +290,7 @@ def _run(
     programs: ProgramCache,
     cancelled: Callable[[], bool],
     faults: RunnerFaults,
+    offhost: OffHost | None = None,
 ) -> None:
     """The runner's main(); returns on success, raises _RunnerExit otherwise."""
     # 1. ENN init (here: the host runtime). No vendor library: ENN's loader says so twice
@@ -392,12 +354,25 @@ def _run(
     for index, size in enumerate(info.planned_buffers):
         console.log("I", contract.PLANNED_BUFFER, index, size)
     load_start = time.perf_counter()
-    method = _load_method(console, loaded, profile)
+    known = offhost.program(loaded.digest) if offhost is not None else None
+    method = None
+    if known is None:
+        method = _load_method(console, loaded, profile)
+        metas = _input_metas(method.metadata)
+    else:  # the off-host mode, a program loaded before: its load time, slept
+        metas = known.inputs
+        time.sleep(known.load_ms / 1000)
     load_ms = _ms(time.perf_counter() - load_start)
+    if offhost is not None and known is None:
+        offhost.learn_program(loaded.digest, metas, load_ms)
     console.log("I", contract.METHOD_LOADED)
 
     # 8. inputs
-    inputs = _inputs(console, fs, flags["input"], method.metadata)
+    inputs, inputs_key = _inputs(console, fs, flags["input"], metas)
+    replay: Replay | None = offhost.replay(loaded.digest, inputs_key) if offhost is not None else None
+    if replay is None and method is None:  # a known program, new inputs: for real
+        method = _load_method(console, loaded, profile)
+    executions_ms: list[float] = []
 
     status = 0
     outputs: Sequence[Any] = ()
@@ -408,11 +383,18 @@ def _run(
             console.log("E", (0, "virtual runner: the client went away, stopping"))
             raise _RunnerExit(sig=signal.SIGTERM)
         start = time.perf_counter()
-        try:
-            outputs = method.execute(inputs)
-            status = 0
-        except RuntimeError as error:
-            status = _status(error, 0x01)
+        if replay is not None:  # the off-host mode's modelled device time: a sleep, no CPU
+            time.sleep(offhost.execution_ms(replay) / 1000)
+            outputs, status = replay.outputs, replay.status
+        else:
+            try:
+                outputs = method.execute(inputs)
+                status = 0
+            except RuntimeError as error:
+                status = _status(error, 0x01)
+            executions_ms.append(_ms(time.perf_counter() - start))
+            if offhost is not None:  # a fixed device time holds for a real execution too
+                time.sleep(max(0.0, offhost.fixed_ms() - executions_ms[-1]) / 1000)
         if faults.slow_s:
             time.sleep(faults.slow_s)
         return _ms(time.perf_counter() - start)
@@ -429,6 +411,8 @@ def _run(
     console.log("I", contract.START_INFERENCE)
     runs = flags["num_executions"]
     total_ms = sum(execute() for _ in range(runs))
+    if offhost is not None and replay is None:
+        offhost.learn(loaded.digest, inputs_key, status, tuple(outputs), executions_ms)
     # 12. statistics.txt (written without a check: an ofstream that failed stays silent)
     if flags["dump_statistics"]:
         fs.write(contract.STATISTICS_FILE,
@@ -470,6 +454,7 @@ def execute_request(
     cancelled: Callable[[], bool] | None = None,
     faults: RunnerFaults | None = None,
     emit: Emit | None = None,
+    offhost: OffHost | None = None,
 ) -> RunnerResult:
     """Run `enn_executor_runner` once, as the virtual board does.
 
@@ -477,6 +462,7 @@ def execute_request(
     `profile` is the runner binary being imitated. `cancelled` is polled before each
     execution: once it says True the run stops and reports SIGTERM (nobody reads it).
     `emit` gets the output as it is written (the result holds all of it as well).
+    `offhost`: the off-host measuring mode's replay store (`offhost.py`), or None.
     """
     console = _Console(emit=emit)
     console.err(BANNER.encode() + b"\n")
@@ -485,7 +471,7 @@ def execute_request(
     try:
         _run(console, DeviceFs(fs_root, cwd), argv, profile, vendor_lib,
              programs if programs is not None else ProgramCache(), cancelled or (lambda: False),
-             faults or RunnerFaults())
+             faults or RunnerFaults(), offhost)
     except _RunnerExit as stop:
         exit_code, sig = stop.exit_code, stop.sig
     return RunnerResult(bytes(console.stdout), bytes(console.stderr), exit_code, sig)

@@ -5,10 +5,12 @@ accepted connection is served by a `Transport` (`transport.py`), and each OPEN's
 name is answered here (`service`): `shell:`, `shell,v2,...:`, `exec:`, `sync:`, `reboot:`;
 anything else is refused. A reboot drops every transport, stops listening for
 `reboot_seconds`, listens again with `sys.boot_completed=0` and sets it to 1
-`BOOT_COMPLETED_DELAY` seconds later.
+`BOOT_COMPLETED_DELAY` seconds later. A reboot into the bootloader (`reboot:bootloader`)
+comes back on fastboot instead (`bootloader.py`), and `fastboot reboot` back on adb.
 It also owns the UART (`console.py`), the power switch (`power on|off|cycle`) and the
 injected faults (`faults.py`): requests arrive as lines on the control FIFO
-`ROOT/run/control` (`reboot`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`, `power ...`).
+`ROOT/run/control` (`reboot [bootloader]`, `fault SPEC`, `fault clear [KIND]`, `console TEXT`,
+`power on|off|cycle|bootloader`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
+from hil.virtual.bootloader import BootloaderMode
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import Device, wrong_chipset
 from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
@@ -62,8 +65,12 @@ class VirtualBoard:
         link: Link | None = None,
         faults: FaultPlan | None = None,
         console: VirtualConsole | None = None,
+        fastboot_port: int = 0,
+        device_time: str | None = None,
     ) -> None:
         self.device = device
+        self.device_time = device_time
+        """The off-host measuring mode (`offhost.py`): `measured`, ms per execution, or None."""
         self.link = link or Link("none")
         self.port = port
         self.reboot_seconds = reboot_seconds
@@ -83,11 +90,15 @@ class VirtualBoard:
         self._cooling: set[int] = set()
         """`hot` faults (by id) whose end is scheduled."""
         self._ready = False
+        self.bootloader = BootloaderMode(self, LISTEN_HOST, fastboot_port)
+        """Its fastboot side: listening only while the board is in the bootloader."""
 
     async def start(self) -> None:
         """Prepare the device, start the executor and listen; the board is booted."""
         self._loop = asyncio.get_running_loop()
         self.device.prepare()
+        self.bootloader.reserve()
+        self.bootloader.boot_android()
         self._apply_state_faults()
         self.device.log("hil virtual board booting")
         if self.console is not None:
@@ -105,6 +116,8 @@ class VirtualBoard:
             if task is not None:
                 task.cancel()
         await self._drop_transports()
+        await self.bootloader.leave()
+        self.bootloader.release()
         if self._control_fd is not None:
             asyncio.get_running_loop().remove_reader(self._control_fd)
             os.close(self._control_fd)
@@ -145,7 +158,7 @@ class VirtualBoard:
             return None
         executor = WarmExecutor(
             self.device.fs, self.device.executor_socket, vendor_lib=self.device.vendor_lib,
-            hooks=self, profile=self.device.runner_profile,
+            hooks=self, profile=self.device.runner_profile, device_time=self.device_time,
         )
         executor.start()
         return executor
@@ -208,6 +221,7 @@ class VirtualBoard:
         wrong = self.faults.state("wrong-chipset") is not None
         self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
         self._apply_heat()
+        self.bootloader.apply_vendor()
 
     def _apply_heat(self) -> None:
         """The `hot` fault: the sysfs thermal files at its temperature until its time is up."""
@@ -291,36 +305,38 @@ class VirtualBoard:
             self.console.write_line("init: sys.boot_completed=1")
         log.info("boot completed")
 
-    def request_reboot(self, reason: str) -> None:
-        """Reboot soon (once, however often asked while rebooting)."""
+    def request_reboot(self, reason: str, target: str = "") -> None:
+        """Reboot soon (once, however often asked while rebooting); `target` "bootloader"
+        comes back on fastboot, anything else on adb."""
         if self._reboot_task is None or self._reboot_task.done():
-            self._reboot_task = asyncio.create_task(self._reboot(reason))
+            self._reboot_task = asyncio.create_task(self._reboot(reason, target))
 
-    async def _reboot(self, reason: str) -> None:
+    async def _reboot(self, reason: str, target: str) -> None:
         log.info("rebooting (%s): down for %.1f s", reason, self.reboot_seconds)
         await self._shutdown(reason)
         await asyncio.sleep(self.reboot_seconds)
-        await self._boot()
+        await self._boot(target)
 
     def request_power(self, action: str) -> None:
-        """The power switch (`on`, `off`, `cycle`): works on a frozen board too."""
+        """The power switch (`on`, `off`, `cycle`; `bootloader`: a cycle with the board's
+        bootloader key held): works on a frozen board too."""
         if self._reboot_task is not None and not self._reboot_task.done():
             self._reboot_task.cancel()
         self._reboot_task = asyncio.create_task(self._power(action))
 
     async def _power(self, action: str) -> None:
-        if action in ("off", "cycle") and self._powered:
+        if action in ("off", "cycle", "bootloader") and self._powered:
             await self._shutdown(f"power {action}")
             self._powered = False
             if self.console is not None:
                 self.console.enabled = False
-        if action == "cycle":
+        if action in ("cycle", "bootloader"):
             await asyncio.sleep(self.reboot_seconds)
-        if action in ("on", "cycle") and not self._powered:
+        if action in ("on", "cycle", "bootloader") and not self._powered:
             self._powered = True
             if self.console is not None:
                 self.console.enabled = True
-            await self._boot()
+            await self._boot("bootloader" if action == "bootloader" else "")
 
     async def _shutdown(self, reason: str) -> None:
         self.device.log(f"reboot requested ({reason})")
@@ -330,11 +346,19 @@ class VirtualBoard:
             self._boot_task.cancel()
         self.device.set_property("sys.boot_completed", "0")
         await self._drop_transports()
+        await self.bootloader.leave()
 
-    async def _boot(self) -> None:
+    async def _boot(self, target: str = "") -> None:
+        if target == "bootloader":
+            if self.console is not None:
+                self.console.write_line("bootloader: entering fastboot mode (VIRTUAL)")
+            if await self.bootloader.enter():
+                self.device.log(f"bootloader: fastboot on {self.bootloader.endpoint}")
+            return
         self.device.log("hil virtual board booting")
         if self.console is not None:
             self.console.boot_banner(self.device.chipset, self.device.serial)
+        self.bootloader.boot_android()
         await self._listen()
         self._boot_task = asyncio.create_task(self._finish_boot())
 
@@ -353,12 +377,12 @@ class VirtualBoard:
             self._control(line.decode(errors="replace"))
 
     def _control(self, line: str) -> None:
-        """One control request: `reboot [WHY]`, `fault SPEC`, `fault clear [KIND]`,
-        `console TEXT`, `power on|off|cycle`."""
+        """One control request: `reboot [bootloader]`, `fault SPEC`, `fault clear [KIND]`,
+        `console TEXT`, `power on|off|cycle|bootloader`."""
         command, _, rest = line.strip().partition(" ")
         rest = rest.strip()
         if command == "reboot":
-            self.request_reboot(" ".join(["reboot command", rest]).strip())
+            self.request_reboot(" ".join(["reboot command", rest]).strip(), rest)
         elif command == "fault" and rest.split(" ")[0] == "clear":
             self.clear_faults(rest.removeprefix("clear").strip() or None)
         elif command == "fault":
@@ -368,7 +392,7 @@ class VirtualBoard:
                 log.warning("control: %s", exc)
         elif command == "console" and self.console is not None:
             self.console.write_line(rest)
-        elif command == "power" and rest in ("on", "off", "cycle"):
+        elif command == "power" and rest in ("on", "off", "cycle", "bootloader"):
             self.request_power(rest)
         elif command:
             log.warning("unknown control request %r", line)
@@ -391,5 +415,5 @@ class VirtualBoard:
         return None
 
     async def _reboot_service(self, stream: Stream, target: str) -> None:
-        self.request_reboot(f"adb reboot {target}".strip())
+        self.request_reboot(f"adb reboot {target}".strip(), target)
         await asyncio.Future()  # the reboot drops the transport and cancels this

@@ -2,7 +2,8 @@
 
 Decisions only; nothing here touches a board (the driver carries them out):
 
-- the cards: every kind of `hil/virtual/faults.py` (kinds added later too, as bare specs) and
+- the cards: every kind of `hil/virtual/faults.py` (kinds added later too, as bare specs; not
+  its PROVISIONING_KINDS: a soak flashes no board) and
   the death of hil's adb server, shuffled so that every kind comes before any repeats;
 - after each finished case, with probability `rate`, one card at a random moment of the next
   half second (so faults arrive mid-case, at a rate that follows the run's speed), on one

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from hil.attention import NeedsPerson
 from hil.board.console import ConsoleCrash
 from hil.board.recovery import Rung, first_rung, transition
 from hil.board.watchdog import BoardSilent, bounded, supervise
@@ -24,6 +25,23 @@ from hil.errors import InfraError
 ])
 def test_the_ladder_climbs_one_rung_per_failure(rung, recovered, power, after) -> None:
     assert transition(rung, recovered, power) is after
+
+
+@pytest.mark.parametrize(("rung", "recovered", "power", "after"), [
+    (Rung.REBOOT, False, False, Rung.REFLASH),  # no power control: re-flash after the reboot
+    (Rung.REBOOT, False, True, Rung.POWER_CYCLE),
+    (Rung.POWER_CYCLE, False, True, Rung.REFLASH),  # with it: after the power cycle
+    (Rung.REFLASH, True, True, Rung.HEALTHY),
+    (Rung.REFLASH, False, False, Rung.QUARANTINED),
+])
+def test_a_board_with_images_is_re_flashed_before_quarantine(rung, recovered, power, after) -> None:
+    assert transition(rung, recovered, power, has_images=True) is after
+
+
+def test_a_board_that_needs_a_person_is_re_flashed_when_it_can_be() -> None:
+    gone = NeedsPerson("b: the board is not usable for ENN: libenn_public_api_cpp.so did not load")
+    assert first_rung(gone, has_images=True) is Rung.REFLASH
+    assert first_rung(gone) is Rung.QUARANTINED
 
 
 def test_a_quarantined_board_has_no_next_rung() -> None:

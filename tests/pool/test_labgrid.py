@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -20,10 +21,12 @@ import pytest
 
 from hil.board.labgrid_spec import parse_labgrid_spec
 from hil.cases import load_suite
+from hil.devicefarm.session import slug
 from hil.interrupts import Stop
 from hil.lower.cache import default_cache_dir
 from hil.pool.labgrid import Coordinator, LabgridSource, place_rows
 from hil.run import Run, RunOptions
+from tests.devicefarm.conftest import df, poll_assigned
 from tests.pool.labgrid_lab import LabgridLab, ser2net_available, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
@@ -276,4 +279,58 @@ def test_a_power_fault_climbs_the_ladder_through_labgrid_power(lab: LabgridLab, 
     steps = [(s["step"], s["recovered"]) for s in record["recovery"]]
     assert steps[-1] == ("power-cycle", True), record["recovery"]
     assert record["labgrid"]["place"] == "e9955-a"
+    _all_free(lab)
+
+
+def test_devicefarm_cli_holds_a_place_until_released(lab: LabgridLab, tmp_path: Path) -> None:
+    """Upstream's -Q / -C / -E "ls /" / -d with HIL_BOARD a labgrid place: the holder reserves
+    and acquires it (holder HOST/USER.hil-PID of the holder), -E runs on its board, -d gives the
+    place back with no reservation left."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "devicefarm-cli").write_text(f"#!/bin/sh\nexec {sys.executable} -m hil.devicefarm \"$@\"\n")
+    (bin_dir / "devicefarm-cli").chmod(0o755)
+    env = {**_env("ci-2", tmp_path / "leases"), "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "PYTHONPATH": str(REPO), "HIL_DEVICEFARM_SESSION": "lab-job", "HIL_DEVICEFARM_DIR":
+           str(tmp_path / "sessions"), "HIL_BOARD": "labgrid:place=e9955-b", "HIL_LABGRID": lab.address}
+    try:
+        assert df(env, "-Q").returncode == 0
+        assert poll_assigned(env).strip() == "assigned e9955-b"
+        holder = json.loads((tmp_path / "sessions" / slug("lab-job") / "holder.json").read_text())
+        rows = {r["place"]: r for r in place_rows(lab.address)}
+        assert rows["e9955-b"]["holder"].endswith(f".hil-{holder['pid']}"), rows
+        assert rows["e9955-a"]["holder"] is None
+        ls = df(env, '-E "ls /"')
+        assert ls.returncode == 0 and "data" in ls.stdout.split(), ls.stderr
+    finally:
+        released = df(env, "-d")
+    assert released.returncode == 0, released.stderr
+    _all_free(lab)
+
+
+def test_the_pytest_fixture_takes_a_place_with_hil_labgrid(lab: LabgridLab, tmp_path: Path) -> None:
+    """`pytest -p hil.pytest --hil-board labgrid:place=NAME --hil-labgrid HOST:PORT`: the user's
+    test runs a program on the place's board, which names the place; the place is given back."""
+    (tmp_path / "test_user.py").write_text(
+        "import torch\n"
+        "from executorch.exir import to_edge_transform_and_lower\n\n\n"
+        "class Add(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x + 1.5\n\n\n"
+        "def test_add(hil_board):\n"
+        "    x = torch.arange(6, dtype=torch.float32)\n"
+        "    program = to_edge_transform_and_lower(torch.export.export(Add(), (x,))).to_executorch()\n"
+        "    (out,) = hil_board.run(program, [x])\n"
+        "    assert torch.equal(out, x + 1.5)\n")
+    junit = tmp_path / "junit.xml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "hil.pytest", "-p", "no:cacheprovider", "-q",
+         "--hil-board", "labgrid:place=e9955-a", "--hil-labgrid", lab.address, f"--junitxml={junit}",
+         "test_user.py"],
+        cwd=tmp_path, env={**_env("ci-3", tmp_path / "leases"), "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    properties = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
+    assert properties["hil_board"] == "e9955-a"
+    assert "Model file" in properties["hil_runner_log"]
     _all_free(lab)

@@ -102,6 +102,32 @@ def test_a_place_becomes_a_board() -> None:
     assert matches({"soc": "e9955"}, "lab1-a", (("name", "lab1-a"),))
 
 
+def test_a_place_with_network_fastboot_gives_the_endpoint_of_the_entrys_images(tmp_path: Path) -> None:
+    """As labgrid's exporter publishes an AndroidNetFastboot (remote/exporter.py
+    AndroidNetFastbootExport): RemoteAndroidNetFastboot {host, address, port, protocol}."""
+    inventory = tmp_path / "lab.yaml"
+    inventory.write_text("boards:\n  - {name: p, labgrid: {place: lab1-a}, images: {boot: b.img}, "
+                         "product: s5e9955, expected_build: {ro.build.id: B1}}\n")
+    _, requests = board_sources(str(inventory), [], "127.0.0.1:20408")
+    (request,) = requests[0].requests
+    source = LabgridSource("127.0.0.1:20408", [request])
+    place = {"tags": {}, "acquired_resources": [
+        ("exp", "g", "NetworkADBDevice", "NetworkADBDevice"),
+        ("exp", "g", "RemoteAndroidNetFastboot", "RemoteAndroidNetFastboot")]}
+    resources = {"exp": {"g": {
+        "NetworkADBDevice": {"cls": "NetworkADBDevice", "params": {"host": "10.0.0.2", "port": 5555}},
+        "RemoteAndroidNetFastboot": {"cls": "RemoteAndroidNetFastboot", "params": {
+            "host": "exp-host", "address": "10.0.0.7", "port": 5554, "protocol": "tcp"}},
+    }}}
+    entry = source.entry_for(_Want(request, "TOKEN", "lab1-a", True), place, resources)
+    assert entry.provisioning is not None and entry.provisioning.fastboot == "tcp:10.0.0.7:5554"
+    assert [image.partition for image in entry.provisioning.images] == ["boot"]
+    del resources["exp"]["g"]["RemoteAndroidNetFastboot"]
+    place["acquired_resources"].pop()
+    bare = source.entry_for(_Want(request, "TOKEN", "lab1-a", True), place, resources)
+    assert bare.provisioning is not None and bare.provisioning.fastboot == ""  # its flash says so
+
+
 def test_the_action_passes_a_labgrid_spec_whole(tmp_path: Path) -> None:
     """action.yml's "Choose the boards" step: commas split plain boards, a labgrid spec stays
     whole, and its '*' is no glob even beside files that would match."""

@@ -16,13 +16,8 @@ from pathlib import Path
 import pytest
 
 from hil.errors import UsageError
-from hil.report.results import (
-    CHECKPOINT_GROWTH,
-    TEXT_CAP_BYTES,
-    ResultsWriter,
-    journal_path,
-    load_results,
-)
+from hil.report.results import TEXT_CAP_BYTES, journal_path, load_results
+from hil.report.writer import CHECKPOINT_GROWTH, ResultsWriter
 
 from . import CASES, RUN, case, sample_results
 
@@ -71,7 +66,7 @@ def test_a_writer_killed_with_sigkill_leaves_every_case_to_load_results(tmp_path
     path = tmp_path / "results.json"
     script = (
         "import json, os, signal, sys\n"
-        "from hil.report.results import ResultsWriter\n"
+        "from hil.report.writer import ResultsWriter\n"
         "run, cases = json.loads(sys.stdin.read())\n"
         "writer = ResultsWriter(sys.argv[1], run)\n"
         "for record in cases:\n"
@@ -181,7 +176,7 @@ def test_unfinished_case_is_rejected_and_the_file_kept(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a finished verdict"):
         writer.add(case("smoke", "fp32", "pending", ""))
     assert [c["id"] for c in load_results(path)["cases"]] == ["conv2d"]
-    assert [c["id"] for c in writer.document["cases"]] == ["conv2d"]
+    assert [c["id"] for c in writer.current()["cases"]] == ["conv2d"]
 
 
 def _write(path: Path, document: object) -> None:
@@ -226,9 +221,9 @@ def test_load_results_accepts_a_complete_document(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_every_earlier_version_stays_readable(tmp_path: Path, version: int) -> None:
-    """Version 3 added fields (run.planned, boards' left_out and labgrid), version 4 optional
-    ones (run.capacity_lost); files of earlier versions, which have none of them, still load;
-    a version from the future does not."""
+    """Version 3 added fields (run.planned, boards' left_out and labgrid), version 4 boards'
+    build and flashes, `case_lines` and run.capacity_lost; files of earlier versions, which have
+    none of them, still load; a version from the future does not."""
     document = sample_results()
     document["version"] = version
     path = tmp_path / "results.json"

@@ -1,7 +1,8 @@
 """The example workflows' `run:` blocks executed as written (bash -eo pipefail, as GitHub
 does), job by job, with stub python3/pip/docker and a launcher `hil` that runs the real
-merge/report (stubs.py), against shard folders with a failing case: the merged report and
-the step summary must exist on exactly the nights with failures."""
+merge/report/dashboard (stubs.py), against shard folders with a failing case: the merged
+report and the step summary must exist on exactly the nights with failures; the nightly's
+dashboard is built from tonight's merged runs and the nights kept, the oldest let go."""
 
 from __future__ import annotations
 
@@ -96,8 +97,8 @@ def test_every_run_block_of_every_example_runs_as_written(tmp_path) -> None:
     problems = []
     for path in sorted(EXAMPLES.glob("*.yml")):
         for name, job in yaml.safe_load(path.read_text())["jobs"].items():
-            if (path.stem, name) == ("nightly", "merge"):
-                continue
+            if (path.stem, name) in (("nightly", "merge"), ("nightly", "dashboard")):
+                continue  # the tests above and below: they need their own downloads
             workspace = tmp_path / path.stem / name / "ws"
             (workspace.parent / "temp").mkdir(parents=True)
             _shards(workspace, ("1/2", "2/2"))
@@ -106,6 +107,36 @@ def test_every_run_block_of_every_example_runs_as_written(tmp_path) -> None:
                 if code not in (None, 0):
                     problems.append(f"{path.name} {name}: {step} exited {code}")
     assert problems == []
+
+
+def test_the_nightly_dashboard_shows_tonight_and_keeps_the_last_nights(tmp_path) -> None:
+    """Tonight's merged run of each chipset (the downloaded artifacts) joins the nights kept
+    (the restored cache), the oldest beyond NIGHTS go, and `hil dashboard` writes the page."""
+    workspace = tmp_path / "ws"
+    (tmp_path / "temp").mkdir()
+    for chipset in ("E9955", "E9965"):
+        document = sample_results()
+        document["cases"] = [case("smoke", "fp32", "c1", "PASS")]
+        document["run"].update(chipset=chipset, started="2030-01-01T02:17:00Z")
+        save_results(document, workspace / "tonight" / f"exynos-hil-nightly-{chipset}" / "results.json")
+    for day in range(1, 5):  # four nights kept, of which the two oldest go
+        document = sample_results()
+        document["run"].update(started=f"2020-01-0{day}T02:17:00Z")
+        save_results(document, workspace / "nights" / f"2020-01-0{day}" / "E9955" / "results.json")
+    job = yaml.safe_load((EXAMPLES / "nightly.yml").read_text())["jobs"]["dashboard"]
+    keep = next(step for step in job["steps"] if step.get("name") == "Add tonight, keep the last nights")
+    assert keep["env"]["NIGHTS"] == "20"
+    keep["env"]["NIGHTS"] = "3"  # tonight and two before it
+    ran = dict(run_job(job, workspace, make_stubs(tmp_path / "stubs")))
+    assert ran["Add tonight, keep the last nights"] == 0 and ran["Dashboard"] == 0
+    kept = sorted(p.name for p in (workspace / "nights").iterdir())
+    assert kept[:2] == ["2020-01-03", "2020-01-04"] and len(kept) == 3
+    assert sorted(p.name for p in (workspace / "nights" / kept[2]).iterdir()) == ["E9955", "E9965"]
+    page = (workspace / "dashboard" / "index.html").read_text()
+    assert "3 night(s), 2020-01-03 to 2030-01-01" in page
+    saved = [s for s in job["steps"] if s.get("uses", "").startswith(("actions/upload-artifact",
+                                                                       "actions/cache/save"))]
+    assert len(saved) == 2 and all(s["if"].startswith("always()") for s in saved)
 
 
 def test_the_pr_check_never_runs_a_forks_pull_request_on_the_lab() -> None:
