@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.latency import latency_stats, stability
-from hil.report.results import ResultsWriter
+from hil.report.writer import ResultsWriter
 
 CHIPSETS = ("E9955", "E9965", "E9945")
 PRECISIONS = ("fp32", "a8w8")
