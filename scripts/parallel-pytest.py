@@ -33,9 +33,10 @@ container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the d
 whole run."""
 
 
-WAITING = ("tests/container", "tests/scripts/test_soak.py")
-"""The `container` process: docker's tests, and the soak, which waits on its boards' recoveries
-and probation most of its time (its load stays under 1)."""
+WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision")
+"""The `container` process: docker's tests, the soak, which waits on its boards' recoveries
+and probation most of its time (its load stays under 1), and provisioning (reboots into the
+bootloader and back, fastboot's waits)."""
 
 
 def groups() -> list[tuple[str, list[str]]]:
