@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from hil import __version__
-from hil.commands.common import CHIPSET_CHOICES, DRIFT_FLOOR_DB, FLOW_CHOICES
+from hil.commands.common import CHIPSET_CHOICES, DRIFT_FLOOR_DB, FLOW_CHOICES, add_regression_options
 from hil.errors import UsageError
 from hil.verdict import EXIT_INTERRUPTED, EXIT_USAGE
 
@@ -218,11 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", metavar="NEW_JSON")
     compare.add_argument("more", nargs="*", metavar="MORE_JSON",
                          help="further results files for the --plot trend")
-    compare.add_argument("--threshold", default="10%", metavar="PCT",
-                         help="relative growth that is a regression (default: 10%%)")
-    compare.add_argument("--min-delta-ms", default="0.02", metavar="MS",
-                         help="a latency change below this many ms is never a regression "
-                              "(default: 0.02)")
+    add_regression_options(compare)
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
     compare.add_argument("--allow-missing", action="store_true",
                          help="cases of BASE missing from NEW do not fail the comparison "

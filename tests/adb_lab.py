@@ -10,9 +10,11 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+import adbutils
 from adbutils._utils import adb_path
 
 from hil.adbserver import LabAdbServer, _free_port
@@ -101,3 +103,19 @@ class LabServer:
 def dead_server_address() -> str:
     """`127.0.0.1:PORT` where no adb server listens."""
     return f"127.0.0.1:{_free_port()}"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `predicate` every 50 ms; AssertionError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def device_state(device: adbutils.AdbDevice) -> str:
+    """The device's adb state, or the adb error's text (`device offline`, `not found`...)."""
+    try:
+        return device.get_state()
+    except adbutils.AdbError as exc:
+        return str(exc)

@@ -124,3 +124,13 @@ def writable(path: str | Path | None, flag: str, folder: bool = False) -> Path |
         reason = exc.strerror or str(exc)
         raise UsageError(f"{flag} {path}: cannot write this {what} ({reason})") from None
     return path
+
+
+def add_regression_options(parser: argparse.ArgumentParser) -> None:
+    """`--threshold` and `--min-delta-ms`: how `hil compare` (and the dashboard, which flags
+    what compare flags) judges a latency regression."""
+    parser.add_argument("--threshold", default="10%", metavar="PCT",
+                        help="relative latency growth that is a regression (default: 10%%)")
+    parser.add_argument("--min-delta-ms", default="0.02", metavar="MS",
+                        help="a latency change below this many ms is never a regression "
+                             "(default: 0.02)")

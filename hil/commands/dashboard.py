@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hil.commands.common import writable
+from hil.commands.common import add_regression_options, writable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,11 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="results files of any nights, chipsets, flows and precisions")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="folder for index.html (open it from disk: no server, no network)")
-    parser.add_argument("--threshold", default="10%", metavar="PCT",
-                        help="latency growth that is a regression, as hil compare (default: 10%%)")
-    parser.add_argument("--min-delta-ms", default="0.02", metavar="MS",
-                        help="a latency change below this is never a regression, as hil compare "
-                             "(default: 0.02)")
+    add_regression_options(parser)  # as hil compare judges
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:

@@ -11,8 +11,7 @@ import stat
 import struct
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import adbutils
@@ -22,6 +21,7 @@ from hil.adbserver import AdbServer
 from hil.virtual import protocol
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.protocol import A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
+from tests.adb_lab import device_state, wait_for
 
 TMP = "/data/local/tmp"
 
@@ -37,20 +37,6 @@ def e9965_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VirtualBoa
 @pytest.fixture(scope="module")
 def e9965_device(adb_server: AdbServer, e9965_board: VirtualBoardProcess) -> adbutils.AdbDevice:
     return adb_server.connect(e9965_board.address, timeout=30.0)
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def _state(device: adbutils.AdbDevice) -> str:
-    try:
-        return device.get_state()
-    except adbutils.AdbError as exc:
-        return str(exc)
 
 
 def _process_gone(pid: int) -> bool:
@@ -293,7 +279,7 @@ def test_host_closing_the_stream_kills_the_command(board_device: adbutils.AdbDev
     pid = int(connection.conn.recv(64).decode())
     assert not _process_gone(pid)
     connection.close()
-    _wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
+    wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
 
 
 def test_pids_are_shared_across_shells(board_device: adbutils.AdbDevice) -> None:
@@ -301,7 +287,7 @@ def test_pids_are_shared_across_shells(board_device: adbutils.AdbDevice) -> None
     try:
         pid = int(connection.conn.recv(64).decode())
         assert board_device.shell2(f"kill {pid}", v2=True).returncode == 0
-        _wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to die")
+        wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to die")
     finally:
         connection.close()
 
@@ -370,10 +356,10 @@ def test_reboot_drops_the_board_until_reconnected(
         connection.check_okay()
     else:
         device.shell("reboot", timeout=10)
-    _wait_for(lambda: _state(device) != "device", 5.0, "the board to drop")
+    wait_for(lambda: device_state(device) != "device", 5.0, "the board to drop")
     adb_server.disconnect(address)
     device = adb_server.connect(address, timeout=10.0)
-    _wait_for(lambda: device.shell("getprop sys.boot_completed") == "1", 5.0, "boot completed")
+    wait_for(lambda: device.shell("getprop sys.boot_completed") == "1", 5.0, "boot completed")
     assert "reboot requested" in device.shell("logcat -d")
 
 
@@ -387,7 +373,7 @@ def test_sigterm_stops_the_board_and_its_commands(
         pid = int(connection.conn.recv(64).decode())
     connection.close()
     assert board.process.returncode == 0
-    _wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
+    wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
     adb_server.disconnect(board.address)
 
 

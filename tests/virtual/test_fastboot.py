@@ -11,8 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import adbutils
@@ -23,6 +22,7 @@ from hil.errors import UsageError
 from hil.virtual.faults import Fault, parse_fault
 from hil.virtual.images import ImageError, build_properties, unsparse
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+from tests.adb_lab import device_state, wait_for
 
 # in CI (scripts/setup installs fastboot) a missing client fails the module instead
 pytestmark = pytest.mark.skipif(shutil.which("fastboot") is None and not os.environ.get("CI"),
@@ -49,7 +49,7 @@ def device(adb_server: AdbServer, board: VirtualBoardProcess) -> adbutils.AdbDev
     """The board without faults, on adb and booted (a power cycle when a test left it
     elsewhere)."""
     board.control("fault clear", applied_within=5.0)
-    if _state(adb_server.client.device(board.address)) == "device":
+    if device_state(adb_server.client.device(board.address)) == "device":
         return _on_adb(adb_server, board)
     board.control("power cycle", applied_within=5.0)
     return _on_adb(adb_server, board, fresh=True)
@@ -62,26 +62,12 @@ def bootloader(adb_server: AdbServer, board: VirtualBoardProcess) -> None:
     board.control("fault clear", applied_within=5.0)
     if _answers(board):
         return
-    if _state(adb_server.client.device(board.address)) == "device":
+    if device_state(adb_server.client.device(board.address)) == "device":
         device = _on_adb(adb_server, board)
     else:
         board.control("power cycle", applied_within=5.0)
         device = _on_adb(adb_server, board, fresh=True)
     _to_bootloader(adb_server, board, device)
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def _state(device: adbutils.AdbDevice) -> str:
-    try:
-        return device.get_state()
-    except adbutils.AdbError as exc:
-        return str(exc)
 
 
 def _on_adb(adb_server: AdbServer, board: VirtualBoardProcess, fresh: bool = False
@@ -91,7 +77,7 @@ def _on_adb(adb_server: AdbServer, board: VirtualBoardProcess, fresh: bool = Fal
     if fresh:
         adb_server.disconnect(board.address)
     device = adb_server.connect(board.address, timeout=20.0)
-    _wait_for(lambda: device.shell("getprop sys.boot_completed") == "1", 10.0, "boot completed")
+    wait_for(lambda: device.shell("getprop sys.boot_completed") == "1", 10.0, "boot completed")
     return device
 
 
@@ -128,9 +114,9 @@ def _to_bootloader(adb_server: AdbServer, board: VirtualBoardProcess,
         connection = device.open_transport()
         connection.send_command("reboot:bootloader")
         connection.check_okay()
-    _wait_for(lambda: _state(device) != "device", 5.0, "the board to leave adb")
+    wait_for(lambda: device_state(device) != "device", 5.0, "the board to leave adb")
     adb_server.disconnect(board.address)
-    _wait_for(lambda: _listens(board), 5.0, "fastboot to listen")
+    wait_for(lambda: _listens(board), 5.0, "fastboot to listen")
 
 
 def _fastboot(board: VirtualBoardProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -262,7 +248,7 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     assert _fastboot(board, "flash", "system", str(system)).returncode == 0
     assert (board.root / "flash" / "system.img").read_bytes() == raw
     assert _fastboot(board, "reboot-bootloader").returncode == 0
-    _wait_for(lambda: _listens(board), 5.0, "the bootloader again")
+    wait_for(lambda: _listens(board), 5.0, "the bootloader again")
     assert _fastboot(board, "reboot").returncode == 0
     device = _on_adb(adb_server, board)
     images["system"] = raw
@@ -279,7 +265,7 @@ def test_no_bootloader_fault_leaves_the_board_nowhere_until_power_cycled(
     connection = device.open_transport()
     connection.send_command("reboot:bootloader")
     connection.check_okay()
-    _wait_for(lambda: "fault no-bootloader" in _board_log(board), 5.0, "the fault")
+    wait_for(lambda: "fault no-bootloader" in _board_log(board), 5.0, "the fault")
     assert not _listens(board)
     board.control("power cycle", applied_within=5.0)
     _on_adb(adb_server, board, fresh=True)
@@ -296,7 +282,7 @@ def test_download_hang_fault_hangs_the_bootloader_until_power_cycled(
     assert host.reply() == b"DATA00001000"
     host.send(bytes(0x800))
     host.send(bytes(0x800))
-    _wait_for(lambda: "download-hang: stopped at 2048 of 4096" in _board_log(board), 5.0, "the hang")
+    wait_for(lambda: "download-hang: stopped at 2048 of 4096" in _board_log(board), 5.0, "the hang")
     later = _Raw(board)
     later.sock.settimeout(0.5)
     with pytest.raises(TimeoutError):
@@ -304,7 +290,7 @@ def test_download_hang_fault_hangs_the_bootloader_until_power_cycled(
     host.sock.close()
     later.sock.close()
     board.control("power bootloader", applied_within=5.0)  # the key held: a bootloader again
-    _wait_for(lambda: _answers(board), 5.0, "a bootloader that answers")
+    wait_for(lambda: _answers(board), 5.0, "a bootloader that answers")
 
 
 def test_broken_vendor_fault_is_cured_by_flashing_vendor(
@@ -314,7 +300,7 @@ def test_broken_vendor_fault_is_cured_by_flashing_vendor(
     board.control("fault broken-vendor", applied_within=5.0)
     assert "No such file" in device.shell(f"ls {lib} 2>&1")
     device.shell("reboot", timeout=10)  # a reboot does not cure it
-    _wait_for(lambda: _state(device) != "device", 5.0, "the board to reboot")
+    wait_for(lambda: device_state(device) != "device", 5.0, "the board to reboot")
     device = _on_adb(adb_server, board, fresh=True)
     assert "No such file" in device.shell(f"ls {lib} 2>&1")
     _to_bootloader(adb_server, board, device)
