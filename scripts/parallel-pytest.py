@@ -33,12 +33,10 @@ container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the d
 whole run."""
 
 
-WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision",
-           "tests/pool/test_labgrid.py", "tests/dashboard")
+WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision")
 """The `container` process: docker's tests, the soak, which waits on its boards' recoveries
-and probation most of its time (its load stays under 1), provisioning (reboots into the
-bootloader and back, fastboot's waits), labgrid (a coordinator's reservations) and the
-dashboard's browser: the two other processes each took 730 s against its 420 s (CI at b4ed869)."""
+and probation most of its time (its load stays under 1), and provisioning (reboots into the
+bootloader and back, fastboot's waits)."""
 
 
 def groups() -> list[tuple[str, list[str]]]:
@@ -46,10 +44,8 @@ def groups() -> list[tuple[str, list[str]]]:
     second = [path for path in SECOND_HALF if Path(path).is_dir()]
     rest = ["tests", "--ignore=tests/container", *(f"--ignore={path}" for path in second)]
     waiting = [path for path in WAITING if Path(path).exists()]
-    ignored = [f"--ignore={path}" for path in waiting[1:]]
-    rest += ignored
-    halves = [("rest-2", [*second, *ignored])] if second else []
-    return [("container", waiting), ("rest", rest), *halves]
+    rest += [f"--ignore={path}" for path in waiting[1:]]
+    return [("container", waiting), ("rest", rest)] + ([("rest-2", second)] if second else [])
 NO_TESTS = 5
 """pytest's exit code when it collected no test."""
 _REPORT = re.compile(r"^=+ (?!test session starts)\S.* =+$")
