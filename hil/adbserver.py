@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
@@ -292,6 +293,15 @@ class LabAdbServer(_Server):
             with contextlib.suppress(InfraError):
                 self.disconnect(address)
 
+def _port_files(env: Mapping[str, str], port: int) -> list[Path]:
+    """Where a starting server may write `adb.PORT` (its own path, for the client's version
+    check): ANDROID_USER_HOME (newer adb), else ANDROID_SDK_HOME/.android, else HOME/.android
+    (Debian's adb 29). Left behind, one file per private server piles up in the user's home."""
+    folders = [Path(env[name]) for name in ("ANDROID_USER_HOME",) if env.get(name)]
+    folders += [Path(env[name]) / ".android" for name in ("ANDROID_SDK_HOME", "HOME") if env.get(name)]
+    return [folder / f"adb.{port}" for folder in folders]
+
+
 class AdbServer(_Server):
     """A private adb server: `start()`, `client`, `connect(address)`, `stop()`."""
 
@@ -307,6 +317,7 @@ class AdbServer(_Server):
         self.start_timeout = start_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._port_files: list[Path] = []
 
     def describe(self) -> str:
         pid = f", pid {self.pid}" if self.pid is not None else ""
@@ -325,6 +336,7 @@ class AdbServer(_Server):
         # server listen on the lab's host; none of the lab's variables reach it
         env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
         env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
+        self._port_files = [path for path in _port_files(env, self.port) if not path.exists()]
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(
             [self.adb, "-P", str(self.port), "nodaemon", "server"],
@@ -384,6 +396,10 @@ class AdbServer(_Server):
         if self._log is not None:
             self._log.close()
             self._log = None
+        for path in self._port_files:  # what the server wrote in the user's home, not before
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        self._port_files = []
 
     def _log_tail(self, size: int = 2000) -> str:
         assert self._log is not None

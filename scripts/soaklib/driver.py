@@ -216,10 +216,7 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
             # what is left once hil has exited (the boards still run); hil's lifeline watcher
             # ends what hil left, then itself: give it its moment
             settle_lifelines()
-            inside, board_pids = boards.processes_inside(), boards.pids()
-            below_soak = {pid: cmd for pid, cmd in descendants(os.getpid()).items()
-                          if pid not in board_pids and pid not in inside and not live_lifeline(cmd)}
-            left = sorted({**inside, **below_soak}.values())
+            left = _left_running(boards)
             transports = boards.transports_open()
             fired = boards.fired()
             interrupted = bool(stop_requested)
@@ -245,6 +242,31 @@ def run(settings: Settings, dealer: Dealer, seed: int) -> Observed:
         processes_left=left, adb_connections_left=transports, load_before=load_before,
         load_after=_loadavg(),
     )
+
+
+SHELLS_SETTLE_S = 10.0
+"""How long the boards get to end the shells of hil's closed streams once hil has exited: a
+board sees its adb connection drop, then kills each command; on a loaded CI machine that took
+longer than the half second it had (one `bwrap` counted as left in a CI soak)."""
+
+
+def _left_running(boards: Boards) -> list[str]:
+    """The command lines still running below the boards (not the boards themselves) or below
+    the soak once hil has exited: polled for at most SHELLS_SETTLE_S, so that only what stays
+    counts."""
+    deadline = time.monotonic() + SHELLS_SETTLE_S
+    while True:
+        inside, board_pids = boards.processes_inside(), boards.pids()
+        below_soak = {pid: cmd for pid, cmd in descendants(os.getpid()).items()
+                      if pid not in board_pids and pid not in inside and not live_lifeline(cmd)}
+        left = {**inside, **below_soak}
+        if not left or time.monotonic() > deadline:
+            if left:
+                log.info("still running %.0f s after hil exited: %s", SHELLS_SETTLE_S,
+                         "; ".join(left.values()))
+            return sorted(left.values())
+        reap_orphans()
+        time.sleep(0.2)
 
 
 def _forward_stop_signals(hil: HilRun) -> list[float]:

@@ -39,12 +39,20 @@ def descendants(root: int) -> dict[int, str]:
     while todo:
         pid = todo.pop()
         try:
-            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-                errors="replace").strip()[:200]
+            found[pid] = _shown(Path(f"/proc/{pid}/cmdline").read_bytes())
         except OSError:
             continue
         todo += parents.get(pid, [])
     return found
+
+
+def _shown(cmdline: bytes) -> str:
+    """A command line to read in a report: a virtual board's sandbox (`bwrap ... -- sh -c
+    COMMAND`) as its device command, the bind mounts left out; at most 200 characters."""
+    words = cmdline.rstrip(b"\0").split(b"\0")
+    if words and words[0].endswith(b"bwrap") and b"--" in words:
+        words = [b"bwrap ... --", *words[words.index(b"--") + 1:]]
+    return b" ".join(words).decode(errors="replace").strip()[:200]
 
 
 def live_lifeline(cmdline: str) -> bool:
