@@ -77,10 +77,12 @@ def cosine_similarity(reference: Array, actual: Array) -> float:
     """Cosine of the angle between the flattened outputs (1.0 when both are all zeros)."""
     ref = np.nan_to_num(reference.astype(np.float64).ravel())
     act = np.nan_to_num(actual.astype(np.float64).ravel())
-    norms = float(np.linalg.norm(ref) * np.linalg.norm(act))
+    # sums, not BLAS's dot/norm: a BLAS call per case woke numpy's OpenBLAS threads, whose
+    # spinning cost hil ~3 ms of CPU a case (scripts/bench_boards.py), for a vector product
+    norms = math.sqrt(float(np.sum(ref * ref))) * math.sqrt(float(np.sum(act * act)))
     if norms == 0.0:
         return 1.0 if not ref.any() and not act.any() else 0.0
-    return float(np.dot(ref, act) / norms) if math.isfinite(norms) else math.nan
+    return float(np.sum(ref * act) / norms) if math.isfinite(norms) else math.nan
 
 
 # -- classifier ---------------------------------------------------------------------------

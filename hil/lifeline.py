@@ -17,6 +17,10 @@ its shells, and either watcher ends them). The write end of the pipe is close-on
 child holds it; the watcher runs in its own session, so a terminal's Ctrl-C does not reach it.
 On a normal exit the watcher finds nothing left to end (hil stops what it started first) or
 ends what hil's own cleanup missed.
+
+The pipe also carries the folders hil would remove itself on a normal exit (`remove_with`: a
+virtual board's root, megabytes each): one path a line; after ending the processes, the watcher
+removes them, so a killed run leaves no folder behind either.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,6 +44,8 @@ _lock = threading.Lock()
 _token: str | None = None
 _watcher: subprocess.Popen[bytes] | None = None
 _write_end: int | None = None
+_PIPE_BUF = 4096
+"""Linux's PIPE_BUF: a write of at most this many bytes reaches a pipe whole."""
 
 
 def _start() -> str:
@@ -62,6 +69,18 @@ def _start() -> str:
             os.close(_write_end)
         _token, _watcher, _write_end = token, watcher, write_end
         return token
+
+
+def remove_with(folder: Path) -> None:
+    """Have the watcher remove `folder` once this process has exited however (after its
+    processes are ended); removing it earlier is the caller's business, as before."""
+    line = f"{Path(folder).resolve()}\n".encode()
+    if b"\n" in line[:-1] or len(line) > _PIPE_BUF:
+        raise ValueError(f"{folder}: not a path the lifeline can carry")
+    _start()
+    with _lock:
+        assert _write_end is not None
+        os.write(_write_end, line)  # at most PIPE_BUF bytes: one write, never interleaved
 
 
 def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -136,10 +155,14 @@ def _watch(token: str) -> None:
     """The watcher: wait for EOF on stdin (the hil process is gone), then end its children."""
     for name in ("SIGINT", "SIGTERM", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
+    received = b""
     with contextlib.suppress(OSError):
-        while os.read(0, 4096):
-            pass
+        while chunk := os.read(0, 4096):
+            received += chunk
     end_tied(token)
+    for line in received.decode(errors="replace").splitlines():  # `remove_with`'s folders
+        if line.startswith("/"):
+            shutil.rmtree(line, ignore_errors=True)
 
 
 if __name__ == "__main__":

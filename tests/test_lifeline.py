@@ -1,5 +1,6 @@
 """Whatever hil starts dies with hil, even when hil is killed with SIGKILL: its private adb
-server, the virtual boards it started and their sandboxed shells (hil/lifeline.py)."""
+server, the virtual boards it started and their sandboxed shells (hil/lifeline.py); and the
+boards' folders go with them."""
 
 from __future__ import annotations
 
@@ -95,6 +96,13 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
             seen.update(_tree(pid))
         time.sleep(0.05)
     assert not left, f"left running after kill -9 of hil run: {left}"
+    roots = [Path(cmd.split(" --root ", 1)[1].split(" ", 1)[0])
+             for cmd in seen.values() if "hil.virtual.main" in cmd]
+    assert len(roots) == 2
+    deadline = time.monotonic() + 60  # the watcher removes them once the boards are ended
+    while (kept := [root for root in roots if root.exists()]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not kept, f"the virtual boards' folders stayed after kill -9 of hil run: {kept}"
 
 
 def _wait_gone(seen: dict[int, str]) -> dict[int, str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hil import lifeline
 from hil.board.adb import AdbBoard
 from hil.board.inventory import InventoryEntry
 from hil.board.preflight import VIRTUAL_RUNNER, connect_keeping_server, inspect_board
@@ -89,6 +90,7 @@ def bring_up(
         if options.virtual_device_time:
             extra += ["--device-time", options.virtual_device_time]
         on_stop(lambda: shutil.rmtree(root, ignore_errors=True))
+        lifeline.remove_with(root)  # and after a kill -9 of hil, by its watcher
         # warm: the executor's import is the board's start-up, not its first case's time
         process = start_virtual_board(root, options.chipset, name, extra, wait_warm=True)
         on_stop(process.stop)
