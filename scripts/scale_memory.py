@@ -137,16 +137,19 @@ def run_mode(cases: int, boards: int, out: Path, hil_args: list[str]) -> dict[st
             *hil_args]
     env = {**os.environ, "CI": "1", "PYTHONPATH": str(REPO)}
     figures: dict[str, Any] = {"boards": boards, "hil_args": hil_args}
-    peak = [0]
+    peak = [0, 0]  # bytes, and the cases finished when it was reached
+    finished = [0]
     process = subprocess.Popen(argv, cwd=out, env=env, stdout=subprocess.PIPE, text=True)
     done = threading.Event()
 
     def sample() -> None:  # the peak, between the progress lines too
         while not done.wait(0.5):
             try:
-                peak[0] = max(peak[0], rss_bytes(process.pid))
+                rss = rss_bytes(process.pid)
             except (OSError, RuntimeError):
                 return
+            if rss > peak[0]:
+                peak[:] = [rss, finished[0]]
 
     threading.Thread(target=sample, daemon=True).start()
     start = time.perf_counter()
@@ -154,12 +157,15 @@ def run_mode(cases: int, boards: int, out: Path, hil_args: list[str]) -> dict[st
     assert process.stdout is not None
     for line in process.stdout:
         match = line_of.match(line)
+        if match:
+            finished[0] = int(match.group(1))
         if match and int(match.group(1)) in (FIRST, cases):
             figures[f"rss_mb_at_case_{match.group(1)}"] = round(rss_bytes(process.pid) / MB, 1)
             figures[f"s_at_case_{match.group(1)}"] = round(time.perf_counter() - start, 1)
     figures["exit_code"] = process.wait()
     done.set()
     figures["peak_rss_mb"] = round(peak[0] / MB, 1)
+    figures["peak_rss_after_case"] = peak[1]  # 0: before the first case (start-up, lowering)
     figures["run_s"] = round(time.perf_counter() - start, 1)
     (out / "results.json").symlink_to(out / "out" / "results.json")
     (out / "junit.xml").symlink_to(out / "out" / "junit.xml")
@@ -236,10 +242,10 @@ def main() -> int:
             figures["rss_growth_mb"] = round(last - first, 1)
             figures["rss_growth_kb_per_case"] = round((last - first) * 1024 / (args.cases - FIRST), 2)
         figures.update(check_files(out, args.cases, args.xsd_cases))
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n")
+        text = json.dumps(figures, indent=2)  # before the folder goes: 50,000 cases' cache
+        print(text, flush=True)               # entries and folders take minutes to remove
+        if args.json:
+            args.json.write_text(text + "\n")
     return 0 if figures["valid"] else 1
 
 

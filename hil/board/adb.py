@@ -96,6 +96,10 @@ BACKSTOP_STATUS = 124
 runner: the board-side backstop fired. (A runner killed by anyone else exits 128+N.)"""
 BACKSTOP_KILL_AFTER_S = 2
 """Seconds the backstop waits after its TERM before it sends KILL."""
+CLEANUP_S = 30.0
+"""The end-of-run removal of a board's workdir may take this long, plus CLEANUP_PER_CASE_S per
+case folder in it."""
+CLEANUP_PER_CASE_S = 0.05
 
 
 def chipset_from_props(props: dict[str, str]) -> str | None:
@@ -462,7 +466,10 @@ class AdbBoard:
         try:
             if running is not None:
                 self._shell([["cd", running], ["sh", "-c", _KILL_RECORDED]], timeout=30)
-            self._shell([["rm", "-rf", self.workdir]], timeout=30)
+            # `rm` says nothing until it is done: its time grows with the run's case folders
+            # (3,125 a board after a 50,000-case run on 16 boards took longer than 30 s)
+            self._shell([["rm", "-rf", self.workdir]],
+                        timeout=CLEANUP_S + CLEANUP_PER_CASE_S * len(self._case_dirs))
         except InfraError as exc:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
 
