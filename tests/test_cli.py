@@ -54,6 +54,8 @@ def test_the_actions_launcher_needs_only_docker_and_numpy():
         (["--precision", "int4"], "--precision: unknown value 'int4'"),
         (["--flow", "tpu"], "--flow: unknown value 'tpu'"),
         (["--timeout", "0"], "--timeout: 0.0 is out of range"),
+        (["--timeout", "nan"], "--timeout: nan is out of range"),
+        (["--flash-timeout", "inf"], "--flash-timeout: inf is out of range"),
         (["--retries", "many"], "argument --retries: invalid int value"),
         (["--filter", "no_such_case*"], "no case matches"),
     ],

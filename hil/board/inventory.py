@@ -12,6 +12,7 @@ boards:
       off: [usbrelay, BITFT_1=0]
       on: [usbrelay, BITFT_1=1]
       cycle: [pdu-ctl, cycle, "3"]    # optional: default off, wait, on
+      bootloader: [lab-ctl, fastboot-boot, a]   # optional: a cycle that comes up in fastboot
     tags: [lab-a, nightly]        # optional
     runner_profile: hil           # optional: upstream | hil (what its runner can execute)
     images: {boot: boot.img}      # optional, with flash_order, expected_build, product,
@@ -58,7 +59,7 @@ _FIELDS = {"name", "adb", "adb_server", "chipset", "console", "console_baud", "p
 _LABGRID_FIELDS = {"name", "labgrid", "chipset", "runner_profile", "tags",
                    *(set(PROVISIONING_FIELDS) - {"fastboot"})}
 """An entry that is a labgrid place (`labgrid:` instead of `adb:`): hil/pool/labgrid.py."""
-_POWER_COMMANDS = ("on", "off", "cycle")
+_POWER_COMMANDS = ("on", "off", "cycle", "bootloader")
 _RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
 
 
@@ -279,11 +280,13 @@ def _power(where: Where, raw: Any) -> PowerControl | None:
         return SerialRelayPower(url, channel, baud, inverted)
     unknown = set(raw) - set(_POWER_COMMANDS)
     if unknown:
-        raise where.error(f"power.{sorted(unknown)[0]}", "unknown field (on, off, cycle, or relay)")
+        raise where.error(f"power.{sorted(unknown)[0]}",
+                          "unknown field (on, off, cycle, bootloader, or relay)")
     commands = {key: _argv(where, f"power.{key}", raw[key]) for key in _POWER_COMMANDS if key in raw}
     if "cycle" not in commands and not {"on", "off"} <= commands.keys():
         raise where.error("power", "needs a cycle command, or both on and off")
-    return CommandPower(commands.get("on"), commands.get("off"), commands.get("cycle"))
+    return CommandPower(commands.get("on"), commands.get("off"), commands.get("cycle"),
+                        bootloader_argv=commands.get("bootloader"))
 
 
 def select_boards(

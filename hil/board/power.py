@@ -42,6 +42,18 @@ class PowerControl(Protocol):
         ...
 
 
+def cycle_to_bootloader(power: PowerControl) -> bool:
+    """Power-cycle into the board's bootloader when `power` knows how (a command that holds
+    the board's bootloader key or strap while it powers on: CommandPower's `bootloader`, the
+    virtual board's `power bootloader`); False, with nothing done, when it does not: a plain
+    cycle boots the board's OS."""
+    enter = getattr(power, "cycle_to_bootloader", None)
+    if enter is None or not getattr(power, "enters_bootloader", False):
+        return False
+    enter()
+    return True
+
+
 @dataclass(frozen=True)
 class CommandPower:
     """One argv per action, run without a shell (e.g. `[usbrelay, BITFT_1=0]`, or a PDU's
@@ -52,6 +64,17 @@ class CommandPower:
     cycle_argv: tuple[str, ...] | None = None
     off_seconds: float = OFF_SECONDS
     timeout_s: float = COMMAND_TIMEOUT_S
+    bootloader_argv: tuple[str, ...] | None = None
+    """A power cycle that comes up in the bootloader (fastboot), for provisioning a board
+    adb cannot reach."""
+
+    @property
+    def enters_bootloader(self) -> bool:
+        """Whether `cycle_to_bootloader` is configured."""
+        return bool(self.bootloader_argv)
+
+    def cycle_to_bootloader(self) -> None:
+        self._run("bootloader", self.bootloader_argv)
 
     def _run(self, action: str, argv: Sequence[str] | None) -> None:
         if not argv:

@@ -9,6 +9,7 @@ missing).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import threading
 import uuid
@@ -41,7 +42,7 @@ def cmd_flash(args: argparse.Namespace) -> int:
     from hil.commands.common import lab_server
 
     for name in ("idle_timeout", "boot_timeout", "flash_timeout"):
-        if getattr(args, name) <= 0:
+        if not 0 < getattr(args, name) < math.inf:  # nan and inf are out too
             raise UsageError(f"--{name.replace('_', '-')}: {getattr(args, name)} is out of range")
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
@@ -123,7 +124,7 @@ def flash_board(entry: InventoryEntry, args: argparse.Namespace, servers: Any) -
 def render_outcome(name: str, outcome: dict[str, Any]) -> str:
     """A board's flash as lines: each step with its time, then the verdict."""
     lines = [f"{name}: {s['step']}: {'ok' if s['ok'] else 'FAILED'} ({s['seconds']:.2f} s)"
-             + (f" {s['message']}" if s.get("message") and not s["ok"] else "")
+             + (f" {s['message']}" if s.get("message") else "")  # how: "power-cycled into ..."
              for s in outcome.get("steps") or []]
     if outcome.get("error"):
         lines.append(f"{name}: FAILED: {outcome['error']}")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,11 +34,12 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     for name in ("timeout", "retries", "iterations", "warmup", "jobs", "idle_timeout",
                  "boot_timeout"):
         value = getattr(args, name)
-        if value is not None and value < (0 if name in ("retries", "warmup") else 1):
+        low = 0 if name in ("retries", "warmup") else 1
+        if value is not None and not low <= value < math.inf:  # nan and inf are out too
             raise UsageError(f"--{name.replace('_', '-')}: {value} is out of range")
     if args.board_wait < 0:
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
-    if args.flash_timeout <= 0:
+    if not 0 < args.flash_timeout < math.inf:  # nan and inf are out too
         raise UsageError(f"--flash-timeout: {args.flash_timeout} is out of range")
     adb_server = lab_server(args.adb_server)
     entries, sources = board_sources(args.inventory, args.board, args.labgrid)

@@ -20,8 +20,11 @@ def to_svg(figure: Any, name: str) -> str:
     """`figure` as an `<svg>` element: text kept as text, ids salted with `name` so that several
     charts in one page never share one, no date (the same input gives the same bytes)."""
     import matplotlib
+    from matplotlib.text import Text
 
     buffer = io.StringIO()
+    for text in figure.findobj(Text):  # case ids are text, not TeX: a `$` starts no math mode
+        text.set_parse_math(False)
     with matplotlib.rc_context({"svg.hashsalt": name, "svg.fonttype": "none"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()

@@ -64,7 +64,7 @@ class FastbootFlasher:
         the command (never more than its first words) when it fails or outlives `limit_s`."""
         argv = self._argv(*args)
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=limit_s,
+            done = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=limit_s,
                                   check=False, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise NoAnswer(f"fastboot {args[0]}: no answer within {limit_s:g} s") from exc
@@ -111,7 +111,8 @@ class FastbootFlasher:
         if match is None:  # USB: listed by `fastboot devices` ("SERIAL\tfastboot")
             try:
                 listed = subprocess.run([self.tool, "devices"], capture_output=True, text=True,
-                                        timeout=limit_s, check=False, stdin=subprocess.DEVNULL)
+                                        errors="replace", timeout=limit_s, check=False,
+                                        stdin=subprocess.DEVNULL)
             except (OSError, subprocess.SubprocessError) as exc:
                 raise InfraError(f"fastboot devices: {type(exc).__name__}: {exc}") from exc
             return any(line.split()[:1] == [self.endpoint] for line in listed.stdout.splitlines())

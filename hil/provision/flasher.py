@@ -36,7 +36,7 @@ from typing import Any, Protocol, TypeVar
 
 from hil.board.adb import ADB_ERRORS
 from hil.board.images import Image, Provisioning
-from hil.board.power import PowerControl
+from hil.board.power import PowerControl, cycle_to_bootloader
 from hil.board.recovery import Recovery
 from hil.errors import FlashError, InfraError
 
@@ -134,11 +134,16 @@ class Provisioner:
         log.warning("%s: flashing %s (%s) over %s", self.name, ", ".join(i.partition for i in images),
                     why, self.flasher.endpoint)
         steps.run(f"reboot {self.flasher.reboot_target}", self._enter)
-        steps.run(f"wait {self.flasher.method}", lambda: self.flasher.wait(self.boot_s))
-        steps.run("getvar product", self._check_product)
-        for image in images:
-            steps.run(f"flash {image.partition}", lambda image=image: self._write(image))
-            report["written"].append(image.partition)
+        try:
+            steps.run(f"wait {self.flasher.method}", lambda: self.flasher.wait(self.boot_s))
+            steps.run("getvar product", self._check_product)
+            for image in images:
+                steps.run(f"flash {image.partition}", lambda image=image: self._write(image))
+                report["written"].append(image.partition)
+        except FlashError as exc:
+            if not report["written"] and exc.step != "getvar product":  # (that one reboots)
+                self._back_to_os()
+            raise
         steps.run("reboot", self.flasher.boot)
         steps.run("wait adb", lambda: self.adb.wait_booted(self.boot_s))
         report["after"] = steps.run("check build", self._check_build)
@@ -154,18 +159,38 @@ class Provisioner:
 
     def _enter(self) -> str:
         """Into the flashing mode: adb reboot; for a board adb cannot reach, it may already be
-        there, else a power cycle (with power control) is the lab's way in."""
+        there; else a power cycle into the bootloader where the power control has one, else a
+        plain power cycle (which boots the OS) and adb's way in again."""
+        target = self.flasher.reboot_target
         try:
-            self.adb.reboot_to(self.flasher.reboot_target)
-            return f"adb reboot {self.flasher.reboot_target}"
+            self.adb.reboot_to(target)
+            return f"adb reboot {target}"
         except (InfraError, *ADB_ERRORS) as exc:
             if self.flasher.answers():
                 return f"adb failed ({exc}); already in {self.flasher.method}"
             if self.power is None:
-                raise InfraError(f"adb reboot {self.flasher.reboot_target} failed ({exc}) and the "
-                                 "board has no power control") from exc
+                raise InfraError(f"adb reboot {target} failed ({exc}) and the board has no "
+                                 "power control") from exc
+            if cycle_to_bootloader(self.power):
+                return f"adb failed ({exc}); power-cycled into the bootloader"
             self.power.cycle()
-            return f"adb failed ({exc}); power-cycled"
+            try:
+                self.adb.wait_booted(self.boot_s)
+                self.adb.reboot_to(target)
+            except (InfraError, *ADB_ERRORS) as again:
+                raise InfraError(
+                    f"adb failed ({exc}); power-cycled (a plain cycle: the power control has no "
+                    f"`bootloader` command), then adb reboot {target} failed too: {again}"
+                ) from again
+            return f"adb failed ({exc}); power-cycled, then adb reboot {target}"
+
+    def _back_to_os(self) -> None:
+        """Nothing was written: the board back to its OS rather than left in its bootloader,
+        where the next run's bring-up cannot reach it (best effort)."""
+        try:
+            self.flasher.boot()
+        except InfraError as exc:
+            log.warning("%s: left in %s: the reboot failed: %s", self.name, self.flasher.method, exc)
 
     def _check_product(self) -> str:
         product = self.flasher.product()

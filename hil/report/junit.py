@@ -116,10 +116,10 @@ class JUnitSpool:
     def add(self, case: dict[str, Any], run: dict[str, Any]) -> None:
         """Render `case` (a stored record) into its testsuite's spool."""
         name = suite_name(case)
+        testcase = _testcase(case, run)  # first: a case that does not render adds no suite
         suite = self._suites.get(name)
         if suite is None:
             suite = self._suites[name] = _Suite(case.get("board"), self.folder / f"{len(self._suites)}.xml")
-        testcase = _testcase(case, run)
         suite.count(testcase)
         self._stream(name, suite).write(xml_of_testcase(testcase))
 

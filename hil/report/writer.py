@@ -186,7 +186,8 @@ class ResultsWriter:
             return
         line = (json.dumps(entry, allow_nan=False) + "\n").encode("utf-8")
         written = os.write(self._journal, line)
-        if written != len(line):  # a short write (disk full): the line is torn, say so
+        if written != len(line):  # a short write (disk full): the torn line is cut off, so
+            os.ftruncate(self._journal, self._journal_size)  # the next one starts a line
             raise OSError(f"{journal_path(self.path)}: short write ({written} of {len(line)} bytes)")
         # no sync per case (3 ms a case under load: a stall of ours, as results.json's per-case
         # fsync was): the line survives hil being killed; `checkpoint` syncs it to disk

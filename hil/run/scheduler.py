@@ -285,11 +285,13 @@ class Run:
             work.remember(record, started)
             self._queue.put(work)
             return error
-        if error is None and self.options.localize and self._localizable(record):
-            record["localization"] = self._localize(board, work, record["outputs"])
-        self.recorder.add(record)
-        with self._lock:
-            self._pending -= 1
+        try:
+            if error is None and self.options.localize and self._localizable(record):
+                record["localization"] = self._localize(board, work, record["outputs"])
+            self.recorder.add(record)
+        finally:  # even when recording fails: a case left pending would keep the boards waiting
+            with self._lock:
+                self._pending -= 1
         return error
 
     @staticmethod

@@ -198,6 +198,9 @@ class FastbootServer:
             await _send(writer, "FAIL", "bad download size")
             return
         size = int(match.group(1), 16)
+        if size == 0:  # as U-Boot's fastboot: "Expected nonzero image size"
+            await _send(writer, "FAIL", "expected nonzero image size")
+            return
         if size > MAX_DOWNLOAD:
             await _send(writer, "FAIL", f"data too large (max-download-size 0x{MAX_DOWNLOAD:x})")
             return

@@ -88,6 +88,9 @@ class VirtualBoardProcess:
         """Power off, then on."""
         self.control("power cycle")
 
+    enters_bootloader = True
+    """`cycle_to_bootloader` works (hil.board.power.cycle_to_bootloader)."""
+
     def cycle_to_bootloader(self) -> None:
         """Power off, then on with the bootloader key held: the board comes up in its
         bootloader (fastboot at `fastboot`), however it was before (down, frozen, hung)."""

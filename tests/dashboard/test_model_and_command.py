@@ -101,3 +101,20 @@ def test_capacity_lost_is_read_where_a_run_records_it(tmp_path) -> None:
     assert (health.boards, health.quarantines, health.recoveries, health.recoveries_failed) == (2, 3, 1, 1)
     assert health.capacity_lost == 0.25 and health.out_at_end == ["a: recovery failed"]
     assert model.health_of(model.Run(older, load_results(older))).capacity_lost is None
+
+
+def test_a_dollar_in_a_case_id_is_text_in_the_chart_not_tex() -> None:
+    # matplotlib reads `$...$` as math: "b$$" or an unclosed "$x_{" raised at savefig
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from hil.dashboard.charts import to_svg
+
+    figure, axes = plt.subplots()
+    axes.set_yticks([0, 1])
+    axes.set_yticklabels(["op$x_{", "b$$"])
+    svg = to_svg(figure, "dollars")
+    plt.close(figure)
+    assert "op$x_{" in svg and "b$$" in svg

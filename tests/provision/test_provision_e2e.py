@@ -25,7 +25,15 @@ from hil.cli import main
 from hil.errors import InfraError
 from hil.report.summary import render_summary
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
-from tests.faults import board_entry, chain, lost_results, run_in_process, tiny_keys, wait_until_warm
+from tests.faults import (
+    board_entry,
+    chain,
+    lost_results,
+    power_command,
+    run_in_process,
+    tiny_keys,
+    wait_until_warm,
+)
 from tests.faults import write_inventory as write_entries
 
 pytestmark = pytest.mark.slow
@@ -223,6 +231,32 @@ def test_hil_flash_takes_a_board_left_in_its_bootloader(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("a: reboot bootloader: ok")
     assert lines[-1] == f"a: flashed vendor, system; build None -> {FP_B!r}"
+    assert _stored(board)["system.img"] == hashlib.sha256((images / "system_b.img").read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("bootloader_command", [True, False], ids=["bootloader-command", "plain-cycle"])
+def test_a_board_adb_cannot_reach_is_flashed_through_its_power_control(
+        board: VirtualBoardProcess, images: Path, restore: None,
+        capsys: pytest.CaptureFixture[str], bootloader_command: bool) -> None:
+    """A frozen board (adb's reboot gets no answer, fastboot is not up): the power control's
+    `bootloader` command brings it up in fastboot; without one, a plain cycle boots its OS and
+    adb's reboot takes it in (a plain cycle alone left the board in Android, and the flash
+    failed at `wait fastboot`)."""
+    power = {"cycle": power_command(board)}
+    if bootloader_command:
+        power["bootloader"] = power_command(board, "bootloader")
+    inventory = _inventory(images / "inventory-b.yaml", board, "b", power=power)
+    board.control("fault freeze,on=now", applied_within=30)
+    code = main(["flash", "--inventory", str(inventory), "--idle-timeout", "2", "--boot-timeout", "20"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    entered = next(line for line in lines if line.startswith("a: reboot bootloader: "))
+    assert entered.startswith("a: reboot bootloader: ok"), entered
+    if bootloader_command:
+        assert "power-cycled into the bootloader" in entered, entered
+    else:
+        assert "power-cycled, then adb reboot bootloader" in entered, entered
+    assert lines[-1].startswith("a: flashed vendor, system; build ") and lines[-1].endswith(f"-> {FP_B!r}")
     assert _stored(board)["system.img"] == hashlib.sha256((images / "system_b.img").read_bytes()).hexdigest()
 
 

@@ -186,6 +186,8 @@ def test_raw_handshake_framing_and_failures(board: VirtualBoardProcess, bootload
     assert host.reply() == b"FAILunknown command"
     host.send(b"flash:nonexistent")
     assert host.reply() == b"FAILpartition 'nonexistent' does not exist"
+    host.send(b"download:00000000")  # U-Boot: "Expected nonzero image size"
+    assert host.reply() == b"FAILexpected nonzero image size"
     host.send(b"getvar:all")
     infos = []
     while (answer := host.reply()).startswith(b"INFO"):
