@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -50,6 +51,21 @@ class Stop:
                 return False
             self.event.wait(min(POLL_S, left))
         return True
+
+
+class StopWhen(Stop):
+    """A stop that is also set once `condition()` holds (looked at by `is_set`): the lowering's,
+    which ends with the run's stop or once no board is left to run what it lowers."""
+
+    def __init__(self, stop: Stop, condition: Callable[[], bool]) -> None:
+        super().__init__()
+        self._stop = stop
+        self._condition = condition
+
+    def is_set(self) -> bool:
+        if not self.event.is_set() and (self._stop.is_set() or self._condition()):
+            self.event.set()
+        return self.event.is_set()
 
 
 class StopSignals:

@@ -25,7 +25,7 @@ from typing import Any
 from hil.board.adb import AdbBoard
 from hil.board.inventory import from_specs
 from hil.errors import InfraError, UsageError
-from hil.interrupts import Stop, wait_until
+from hil.interrupts import Stop, StopWhen, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import StaticSource
@@ -205,10 +205,14 @@ class Run:
         assert self.flow is not None
         cases = self.options.cases
         cache = ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None
+        # once every board is out, what is still to lower would only be recorded unrun
+        lowering_stop = StopWhen(self.stop, lambda: not self.pool.any_left())
+        yielded = bytearray(len(cases))
         try:
             for lowering in lower_cases(cases, self.flow, self.options.chipset,
                                         self.options.out_dir / "artifacts", cache, self.options.jobs,
-                                        self.stop):
+                                        lowering_stop):
+                yielded[lowering.index] = 1
                 case = cases[lowering.index]
                 if self.on_lowered is not None:
                     self.on_lowered(lowering)
@@ -225,6 +229,10 @@ class Run:
                         self.lowered_from_cache += lowering.cached
                     self._queue.put(Work(lowering.index, case, lowering.artifact, lowering.cached))
                     self._wait_for_room()
+            if lowering_stop.is_set() and not self.stop.is_set():  # no board left
+                for index in (i for i, done in enumerate(yielded) if not done):
+                    self.recorder.add(case_record(cases[index], verdict=Verdict.ERROR_INFRA.value,
+                                                  message=self._no_board()))
         except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failure.append(exc)
         finally:
