@@ -55,7 +55,10 @@ the recovery ladder brought it back each time (it then gets a health check later
 # checks passed 9 of 14; the other 5 at their second check, 6.8-9.4 s out); boards in
 # the run 3.5-4.0 per decile (mean 3.8); capacity_lost 22.5 % (307 of 1,361 board-seconds,
 # about 72 of them probation, the rest ladders); 0 lost, 0 unhandled; the soak 551 s (main's
-# policy: 746 and 822 s, at load 1-21 and 17-24).
+# policy: 746 and 822 s, at load 1-21 and 17-24). Stop 28, hil faster (soak 204 s, load
+# ~1): boards in the run 2.86-4.0 per decile (mean 3.46), capacity_lost 42 % (about half of
+# it probation); GOOD_STREAK 3 instead of 10, once: 2.79-3.7 (mean 3.25), 51 %. The faster the
+# cases, the more of them a state fault's seconds reach, and the more quarantines.
 PROBATION_S = 3.0
 """How long a quarantined board first stays out before its health check; doubled for each
 later quarantine of the same board (until GOOD_STREAK), up to PROBATION_MAX_S; after a failed
