@@ -344,11 +344,14 @@ def replay_journal(path: Path) -> dict[str, Any] | None:
                 break
             raise UsageError(f"{path}: line {number + 1} is not valid JSON") from None
     header = entries[0] if entries else {}
-    if header.get("journal") != SCHEMA or header.get("version") not in READABLE_VERSIONS:
+    if (not isinstance(header, dict) or header.get("journal") != SCHEMA
+            or header.get("version") not in READABLE_VERSIONS or not isinstance(header.get("run"), dict)):
         return None
-    run = dict(entries[0]["run"])
+    run = dict(header["run"])
     cases = []
-    for entry in entries[1:]:
+    for number, entry in enumerate(entries[1:], start=2):
+        if not isinstance(entry, dict):
+            raise UsageError(f"{path}: line {number} is not a journal entry")
         if "case" in entry:
             cases.append(entry["case"])
         elif "run" in entry:

@@ -234,9 +234,12 @@ def _capacity_line(run: dict[str, Any]) -> list[str]:
                           for b in run.get("boards") or []
                           if isinstance(b, dict) and isinstance(b.get("board_seconds_out"), (int, float))
                           and b["board_seconds_out"] > 0)
-    return [f"Capacity lost to recovery: {lost.get('board_seconds_out', 0):.0f} of "
+    out, fraction = lost.get("board_seconds_out"), lost.get("fraction")  # a hand-edited file
+    out = out if isinstance(out, (int, float)) else 0  # may hold anything: no traceback
+    fraction = fraction if isinstance(fraction, (int, float)) else 0
+    return [f"Capacity lost to recovery: {out:.0f} of "
             f"{lost['board_seconds']:.0f} board-seconds out of the run "
-            f"({100 * (lost.get('fraction') or 0):.1f} %)"
+            f"({100 * fraction:.1f} %)"
             + (f" — {per_board}." if per_board else "."), ""]
 
 

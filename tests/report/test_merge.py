@@ -93,6 +93,11 @@ def test_the_capacity_lost_of_a_merge_is_its_shards_summed(tmp_path: Path) -> No
         "board_seconds_out": 40.0, "board_seconds": 400.0, "fraction": 0.1}
     main(["merge", str(paths[2]), "--out", str(out)])
     assert "capacity_lost" not in load_results(out)["run"]
+    document = load_results(paths[0])  # hand-edited: a string where seconds belong
+    document["run"]["capacity_lost"]["board_seconds_out"] = "ten"
+    save_results(document, paths[0])
+    main(["merge", str(paths[0]), "--out", str(out)])
+    assert load_results(out)["run"]["capacity_lost"]["board_seconds_out"] == 0.0
 
 
 def test_a_missing_or_unfinished_shard_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

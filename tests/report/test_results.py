@@ -97,6 +97,17 @@ def test_a_torn_last_journal_line_is_left_out(tmp_path: Path) -> None:
     os.close(writer._journal)  # type: ignore[arg-type]  # the writer is gone
 
 
+def test_a_journal_line_that_is_not_an_entry_is_one_usage_error(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    writer = ResultsWriter(path, RUN)
+    writer.add(CASES[0])
+    with open(journal_path(path), "ab") as journal:
+        journal.write(b"[1, 2]\n" + b'{"case": {"suite": "smo')  # a list, then a torn line
+    with pytest.raises(UsageError, match=r"line 3 is not a journal entry"):
+        load_results(path)
+    os.close(writer._journal)  # type: ignore[arg-type]  # the writer is gone
+
+
 def test_non_finite_floats_are_written_as_null(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     writer = ResultsWriter(path, RUN)

@@ -118,3 +118,5 @@ def test_the_capacity_lost_to_recovery_is_one_line_above_the_boards_and_absent_f
     boards = _section(render_summary(document), "### Boards")
     assert ("Capacity lost to recovery: 30 of 400 board-seconds out of the run (7.6 %) — a 30 s."
             in boards)
+    document["run"]["capacity_lost"].update(board_seconds_out=None, fraction="x")  # hand-edited
+    assert "Capacity lost to recovery: 0 of 400 board-seconds out of the run (0.0 %)" in render_summary(document)
