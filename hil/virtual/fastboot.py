@@ -233,7 +233,7 @@ class FastbootServer:
             if any(f.kind == "flash-fail" for f in self.board.fire("flash", partition)):
                 raise ImageError(f"flash write failure on '{partition}' (fault injection)")
             written = await asyncio.to_thread(store.flash, partition, self._staged)
-        except ImageError as exc:
+        except (ImageError, OSError) as exc:  # OSError: the board's own storage (full, gone)
             log.warning("fastboot: %s %s: %s", name, partition, exc)
             await _send(writer, "FAIL", str(exc))
             return

@@ -100,10 +100,11 @@ def _properties(digests: Mapping[str, str], system_head: bytes, name: str, devic
     return props
 
 
-def unsparse(data: bytes, previous: bytes = b"") -> bytes:
+def unsparse(data: bytes, previous: bytes = b"", limit: int | None = None) -> bytes:
     """The partition's contents after writing the Android sparse image `data` over `previous`
     (its "don't care" blocks keep `previous`, zeros past its end); ImageError when `data` is
-    malformed."""
+    malformed, or when its header says more than `limit` bytes (refused before anything is
+    expanded, as a bootloader checks a sparse image's size against the partition first)."""
     try:
         (_, major, _, header_size, chunk_header_size, block_size, blocks, chunks,
          _) = _SPARSE_HEADER.unpack_from(data)
@@ -111,6 +112,8 @@ def unsparse(data: bytes, previous: bytes = b"") -> bytes:
         raise ImageError(f"sparse image: {exc}") from None
     if major != 1 or block_size % 4 or chunk_header_size < _CHUNK_HEADER.size:
         raise ImageError("sparse image: unsupported header")
+    if limit is not None and blocks * block_size > limit:
+        raise ImageError(f"image too large for the partition ({blocks * block_size} > {limit} bytes)")
     out = bytearray()
     offset = header_size
     for _ in range(chunks):
@@ -122,6 +125,8 @@ def unsparse(data: bytes, previous: bytes = b"") -> bytes:
         body = data[offset + chunk_header_size:offset + total]
         offset += total
         size = chunk_blocks * block_size
+        if len(out) + size > blocks * block_size:  # before a FILL of gigabytes is built
+            raise ImageError("sparse image: its chunks exceed its blocks")
         if kind == _CHUNK_RAW and len(body) == size:
             out += body
         elif kind == _CHUNK_FILL and len(body) == 4:
@@ -160,7 +165,7 @@ class FlashStore:
         self.check(partition)
         if is_sparse(data):
             path = self.path(partition)
-            data = unsparse(data, path.read_bytes() if path.is_file() else b"")
+            data = unsparse(data, path.read_bytes() if path.is_file() else b"", PARTITIONS[partition])
         if len(data) > PARTITIONS[partition]:
             raise ImageError(f"image too large for partition '{partition}' "
                              f"({len(data)} > {PARTITIONS[partition]} bytes)")

@@ -348,3 +348,11 @@ def test_a_sparse_image_keeps_what_its_dont_care_blocks_cover() -> None:
     assert written == b"\x01" * 4096 + b"\xa5" * 8192 + previous[12288:16384] + previous[16384:].ljust(4096, b"\0")
     with pytest.raises(ImageError, match="truncated"):
         unsparse(sparse[:40])
+    # sizes checked before anything is expanded: a 4 TiB FILL is refused, not built
+    huge = _sparse(b"\x01" * 4096, b"\xa5\xa5\xa5\xa5", 1 << 30, 0)
+    with pytest.raises(ImageError, match="too large for the partition"):
+        unsparse(huge, limit=1 << 20)
+    lying = bytearray(huge)
+    struct.pack_into("<I", lying, 16, 3)  # the header says 3 blocks; a chunk says 2**30
+    with pytest.raises(ImageError, match="chunks exceed its blocks"):
+        unsparse(bytes(lying))
