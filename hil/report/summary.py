@@ -401,8 +401,9 @@ class _Seen:
             self.slowest.offer((-_total_s(case), index), lambda: _slow_row(case))
         if case.get("latency_ms"):
             self.latency.offer(index, lambda: _latency_row(case))
-        if case.get("localization"):
-            self.localized.append(case)
+        if case.get("localization"):  # what the section shows, not the case's logs and detail
+            kept = ("suite", "precision", "id", "localization")
+            self.localized.append({key: case.get(key) for key in kept})
 
 
 def _reproduce(run: dict[str, Any]) -> list[str]:
