@@ -68,7 +68,8 @@ class Recorder:
         """Run fields learnt on the way (boards, flow, usable boards)."""
         with self._lock:
             self.meta.update(fields)
-            self.writer.update_run(**fields)
+            if self.writer.update_run(**fields) and not self.closed:  # results.json rewritten:
+                self._junit.write(self.junit_path, self.writer.run, durable=False)  # JUnit too
 
     def close(self, status: str | None) -> None:
         """Every case into results.json with `status` (None: hil itself failed, it stays
