@@ -85,11 +85,15 @@ class ProgramReplays:
 class OffHost:
     """The replay store of one board's executor (execs are serialised by the executor)."""
 
-    def __init__(self, device_time: str, max_pairs: int = 4096) -> None:
+    def __init__(self, device_time: str, max_pairs: int = 4096, max_bytes: int = 256 << 20) -> None:
         self.device_time = parse_device_time(device_time)
         self._programs: dict[bytes, ProgramReplays] = {}
         self._pairs = 0
         self._max_pairs = max_pairs
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        """What the kept inputs and outputs may take in all (a model's outputs are megabytes:
+        4,096 pairs of them would be gigabytes a board)."""
         self._lock = threading.Lock()
         self.runtime_runs = 0
         """Execs that ran the host runtime (a pair seen for the first time)."""
@@ -117,17 +121,19 @@ class OffHost:
 
     def learn(self, program: bytes, inputs: bytes, status: int, outputs: tuple[Any, ...],
               executions_ms: list[float]) -> None:
-        """Keep a real exec's outcome (the store stops growing at `max_pairs`)."""
+        """Keep a real exec's outcome (the store stops growing at `max_pairs` or `max_bytes`)."""
         self.runtime_runs += 1
         log.info("off-host: ran the host runtime for a new program+inputs (runtime runs %d, "
                  "replays %d)", self.runtime_runs, self.replays)
         known = self._programs.get(program)
-        if known is None or self._pairs >= self._max_pairs:
-            return
+        size = len(inputs) + sum(int(getattr(o, "nbytes", 0)) for o in outputs)
+        if known is None or self._pairs >= self._max_pairs or self._bytes + size > self._max_bytes:
+            return  # the pair runs the host runtime each time: slower, never wrong
         latency = statistics.median(executions_ms) if executions_ms else 0.0
         kept = tuple(o.clone() if hasattr(o, "clone") else o for o in outputs)
         known.by_inputs[inputs] = Replay(status, kept, latency)
         self._pairs += 1
+        self._bytes += size
 
     def execution_ms(self, replay: Replay) -> float:
         """The modelled time of one execution of a replayed pair."""

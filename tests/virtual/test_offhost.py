@@ -112,3 +112,15 @@ def test_a_bad_device_time_is_a_usage_error_naming_the_option(text: str) -> None
     with pytest.raises(UsageError, match="--virtual-device-time"):
         parse_device_time(text, "--virtual-device-time")
     assert parse_device_time("measured") == "measured" and parse_device_time("50.0") == "50"
+
+
+def test_a_full_store_runs_the_host_runtime_again_and_stays_right(tmp_path: Path, program: bytes) -> None:
+    # the store is bounded in bytes (a model's outputs are megabytes): past it, a new pair is
+    # not kept, and each of its execs runs the host runtime with the same outputs
+    torch.manual_seed(2)
+    inputs = (torch.randn(2, 4), torch.randn(2, 3))
+    want = Board(tmp_path / "real", program, None).run(inputs)[1]
+    full = Board(tmp_path / "full", program, "0")
+    full.offhost = OffHost("0", max_bytes=8)  # smaller than any pair's inputs
+    assert [full.run(inputs)[1] for _ in range(2)] == [want, want]
+    assert (full.offhost.runtime_runs, full.offhost.replays) == (2, 0)
