@@ -53,8 +53,8 @@ class VirtualConsole:
         with self._lock:
             try:
                 os.write(self._master, data)
-            except BlockingIOError:
-                pass
+            except BlockingIOError:  # the pty is full: a UART's unread bytes are lost too
+                log.info("console: line dropped, nobody reads the pty: %s", text[:120])
             except OSError as exc:
                 if exc.errno not in (errno.EIO, errno.EAGAIN):
                     log.warning("console write failed: %s", exc)

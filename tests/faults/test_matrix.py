@@ -176,10 +176,10 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         entries = [{**board_entry("a", boards["u"]), "runner_profile": "hil"}]
     if row.two_boards:
         entries.append(board_entry("b", b))
-        b.control("fault slow,delay=0.05")
+        b.control("fault slow,delay=0.05", applied_within=30)
     inventory = write_inventory(tmp_path / "inventory.yaml", entries)
     for line in row.on_a:
-        a.control(line)
+        a.control(line, applied_within=30)
     killed: list[int] = []
     armed: list[str] = []
 
@@ -190,7 +190,7 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         if row.after_first and not armed:
             armed.append(record["id"])
             for line in row.after_first:
-                a.control(line)
+                a.control(line, applied_within=30)
 
     try:
         run, doc = run_in_process(inventory, tmp_path / "out", on_record=after_record,
@@ -258,8 +258,8 @@ def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check
     cases = tiny_copies(8)
     inventory = write_inventory(tmp_path / "inventory.yaml",
                                 [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
-    a.control("fault drop,on=exec,times=2")  # two infrastructure errors in a row, then healthy
-    b.control("fault slow,delay=0.05")
+    a.control("fault drop,on=exec,times=2", applied_within=30)  # two infrastructure errors in a row, then healthy
+    b.control("fault slow,delay=0.05", applied_within=30)
     try:
         _run, doc = run_in_process(inventory, tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
     finally:
@@ -289,8 +289,8 @@ def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
     out = tmp_path / "out"
     inventory = write_inventory(tmp_path / "inventory.yaml",  # A without power control
                                 [board_entry("a", a), board_entry("b", b)])
-    a.control("fault freeze,on=exec")  # the ladder (reconnect, reboot) cannot bring it back
-    b.control("fault slow,delay=0.15")  # B must not finish everything while A is out
+    a.control("fault freeze,on=exec", applied_within=30)  # the ladder (reconnect, reboot) cannot bring it back
+    b.control("fault slow,delay=0.15", applied_within=30)  # B must not finish everything while A is out
     fixed: list[str] = []
 
     def operator() -> None:  # power-cycles A by hand once hil has given up on it
@@ -329,7 +329,7 @@ def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
 
 def _powered_a_and_slow_b(boards: dict[str, Any], tmp_path: Path) -> Path:
     """An inventory of A (console, power control) and B, B slowed so that A takes cases too."""
-    boards["b"].control("fault slow,delay=0.05")
+    boards["b"].control("fault slow,delay=0.05", applied_within=30)
     return write_inventory(tmp_path / "inventory.yaml",
                            [board_entry("a", boards["a"], boards["console"], power=True),
                             board_entry("b", boards["b"])])
@@ -358,8 +358,8 @@ def test_a_board_that_stops_trusting_the_host_is_quarantined_at_once_with_the_hi
     inventory = _powered_a_and_slow_b(boards, tmp_path)
 
     def distrust() -> None:  # A is up and trusted the host; from now on it refuses the key
-        a.control("fault auth-refused")
-        a.control("fault drop,on=exec")
+        a.control("fault auth-refused", applied_within=30)
+        a.control("fault drop,on=exec", applied_within=30)
 
     try:
         _run, doc = run_in_process(inventory, tmp_path / "out", on_record=_after_first_case(distrust),
