@@ -96,8 +96,8 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
             seen.update(_tree(pid))
         time.sleep(0.05)
     assert not left, f"left running after kill -9 of hil run: {left}"
-    roots = [Path(cmd.split(" --root ", 1)[1].split(" ", 1)[0])
-             for cmd in seen.values() if "hil.virtual.main" in cmd]
+    roots = {Path(cmd.split(" --root ", 1)[1].split(" ", 1)[0])  # (a board's own children
+             for cmd in seen.values() if "hil.virtual.main" in cmd}    # share its command line)
     assert len(roots) == 2
     deadline = time.monotonic() + 60  # the watcher removes them once the boards are ended
     while (kept := [root for root in roots if root.exists()]) and time.monotonic() < deadline:

@@ -330,8 +330,8 @@ class Device:
         for index, (kind, idle_c) in enumerate(THERMAL_ZONES):
             zone = self.fs / THERMAL_ROOT / f"thermal_zone{index}"
             zone.mkdir(parents=True, exist_ok=True)
-            (zone / "type").write_text(kind + "\n")
-            (zone / "temp").write_text(f"{round((idle_c if celsius is None else celsius) * 1000)}\n")
+            _replace(zone / "type", kind + "\n")
+            _replace(zone / "temp", f"{round((idle_c if celsius is None else celsius) * 1000)}\n")
         for name, low, high in CPUFREQ_POLICIES:
             policy = self.fs / CPUFREQ_ROOT / name
             policy.mkdir(parents=True, exist_ok=True)
@@ -339,7 +339,7 @@ class Device:
                       "scaling_max_freq": high, "cpuinfo_max_freq": high,
                       "scaling_cur_freq": high if celsius is None else low}
             for file, value in values.items():
-                (policy / file).write_text(f"{value}\n")
+                _replace(policy / file, f"{value}\n")
 
     def _mirror_host_path(self, host: Path) -> None:
         """Make `fs/<host>` a mount point for a host folder, or the same symlink the host
@@ -498,3 +498,11 @@ class Device:
             start_new_session=True,
             limit=DEVICE_MAXDATA,
         )
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write a sysfs-like file whole: a shell reading it meanwhile sees the old or the new
+    value, never an empty file (sysfs reads are atomic; a truncating write is not)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
