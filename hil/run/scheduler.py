@@ -193,9 +193,11 @@ class Run:
         causes = self.pool.causes()
         return f"{reason}: {causes[:1000]}" if causes else reason
 
-    def _fail_unlowered(self, reason: str) -> None:
-        for case in self.options.cases:
-            self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
+    def _fail_unlowered(self, reason: str, lowered: bytearray | None = None) -> None:
+        """Record as unrun every case the lowering has not handed over (`lowered[i]` set)."""
+        for index, case in enumerate(self.options.cases):
+            if lowered is None or not lowered[index]:
+                self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
 
     def _lower_all(self, failure: list[BaseException]) -> None:
         """The lowering thread: each artifact joins the queue as it is ready."""
@@ -230,9 +232,7 @@ class Run:
                     self._queue.put(Work(lowering.index, case, lowering.artifact, lowering.cached))
                     self._wait_for_room()
             if lowering_stop.is_set() and not self.stop.is_set():  # no board left
-                for index in (i for i, done in enumerate(yielded) if not done):
-                    self.recorder.add(case_record(cases[index], verdict=Verdict.ERROR_INFRA.value,
-                                                  message=self._no_board()))
+                self._fail_unlowered(self._no_board(), yielded)
         except BaseException as exc:  # noqa: BLE001 - re-raised by the main thread
             failure.append(exc)
         finally:

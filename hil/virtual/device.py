@@ -42,6 +42,7 @@ from pathlib import Path
 
 from hil import lifeline
 from hil.errors import InfraError, UsageError
+from hil.report.results import atomic_write_text
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.protocol import DEVICE_MAXDATA
 
@@ -330,8 +331,11 @@ class Device:
         for index, (kind, idle_c) in enumerate(THERMAL_ZONES):
             zone = self.fs / THERMAL_ROOT / f"thermal_zone{index}"
             zone.mkdir(parents=True, exist_ok=True)
-            _replace(zone / "type", kind + "\n")
-            _replace(zone / "temp", f"{round((idle_c if celsius is None else celsius) * 1000)}\n")
+            # written whole: a shell reading one meanwhile sees the old or the new value,
+            # never an empty file (sysfs reads are atomic; a truncating write is not)
+            atomic_write_text(zone / "type", kind + "\n", durable=False)
+            atomic_write_text(zone / "temp", f"{round((idle_c if celsius is None else celsius) * 1000)}\n",
+                              durable=False)
         for name, low, high in CPUFREQ_POLICIES:
             policy = self.fs / CPUFREQ_ROOT / name
             policy.mkdir(parents=True, exist_ok=True)
@@ -339,7 +343,7 @@ class Device:
                       "scaling_max_freq": high, "cpuinfo_max_freq": high,
                       "scaling_cur_freq": high if celsius is None else low}
             for file, value in values.items():
-                _replace(policy / file, f"{value}\n")
+                atomic_write_text(policy / file, f"{value}\n", durable=False)
 
     def _mirror_host_path(self, host: Path) -> None:
         """Make `fs/<host>` a mount point for a host folder, or the same symlink the host
@@ -499,10 +503,3 @@ class Device:
             limit=DEVICE_MAXDATA,
         )
 
-
-def _replace(path: Path, text: str) -> None:
-    """Write a sysfs-like file whole: a shell reading it meanwhile sees the old or the new
-    value, never an empty file (sysfs reads are atomic; a truncating write is not)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
