@@ -337,6 +337,8 @@ class AdbServer(_Server):
         env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
         env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
         self._port_files = [path for path in _port_files(env, self.port) if not path.exists()]
+        for path in self._port_files:  # gone with hil even when hil is killed (`_reap` otherwise)
+            lifeline.remove_with(path)
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(
             [self.adb, "-P", str(self.port), "nodaemon", "server"],

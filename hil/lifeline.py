@@ -18,9 +18,10 @@ child holds it; the watcher runs in its own session, so a terminal's Ctrl-C does
 On a normal exit the watcher finds nothing left to end (hil stops what it started first) or
 ends what hil's own cleanup missed.
 
-The pipe also carries the folders hil would remove itself on a normal exit (`remove_with`: a
-virtual board's root, megabytes each): one path a line; after ending the processes, the watcher
-removes them, so a killed run leaves no folder behind either.
+The pipe also carries the paths hil would remove itself on a normal exit (`remove_with`: a
+virtual board's root, megabytes each; the `adb.<port>` file a private adb server writes in the
+user's home): one path a line; after ending the processes, the watcher removes them, so a
+killed run leaves no folder or file behind either.
 """
 
 from __future__ import annotations
@@ -71,12 +72,12 @@ def _start() -> str:
         return token
 
 
-def remove_with(folder: Path) -> None:
-    """Have the watcher remove `folder` once this process has exited however (after its
-    processes are ended); removing it earlier is the caller's business, as before."""
-    line = f"{Path(folder).resolve()}\n".encode()
+def remove_with(path: Path) -> None:
+    """Have the watcher remove `path` (a folder or a file) once this process has exited
+    however (after its processes are ended); removing it earlier is the caller's business."""
+    line = f"{Path(path).resolve()}\n".encode()
     if b"\n" in line[:-1] or len(line) > _PIPE_BUF:
-        raise ValueError(f"{folder}: not a path the lifeline can carry")
+        raise ValueError(f"{path}: not a path the lifeline can carry")
     _start()
     with _lock:
         assert _write_end is not None
@@ -160,9 +161,14 @@ def _watch(token: str) -> None:
         while chunk := os.read(0, 4096):
             received += chunk
     end_tied(token)
-    for line in received.decode(errors="replace").splitlines():  # `remove_with`'s folders
-        if line.startswith("/"):
+    for line in received.decode(errors="replace").splitlines():  # `remove_with`'s paths
+        if not line.startswith("/"):
+            continue
+        if os.path.isdir(line) and not os.path.islink(line):
             shutil.rmtree(line, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(line)
 
 
 if __name__ == "__main__":

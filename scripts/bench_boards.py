@@ -75,9 +75,17 @@ def _children_cpu() -> dict[str, float]:
     return total
 
 
-def _cpu() -> dict[str, float]:
-    times = os.times()
-    return {"hil": times.user + times.system, **_children_cpu()}
+def _cpu(hil_first: bool) -> dict[str, float]:
+    """CPU seconds of this process ("hil") and of the adb server and boards. Scanning /proc
+    for those costs this process tens of ms: at the window's start its own times are read
+    after the scan, at the end before it, so no scan is counted as hil's."""
+    if hil_first:
+        times = os.times()
+        children = _children_cpu()
+    else:
+        children = _children_cpu()
+        times = os.times()
+    return {"hil": times.user + times.system, **children}
 
 
 def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, link: str = "none",
@@ -101,9 +109,10 @@ def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, li
         finished += 1
         seen_boards.add(record.get("board") or "")
         if "start" not in window and len(seen_boards) >= boards:
-            window.update(start=time.perf_counter(), at=finished, cpu=_cpu())
+            window.update(start=time.perf_counter(), at=finished, cpu=_cpu(hil_first=False))
         elif "start" in window and "end" not in window and finished >= end_at:
-            window.update(end=time.perf_counter(), cases=finished - window["at"], cpu_end=_cpu())
+            window.update(end=time.perf_counter(), cases=finished - window["at"],
+                          cpu_end=_cpu(hil_first=True))
 
     records = Run(options, on_record=on_record).execute()
     bad = [r for r in records if r["verdict"] not in ("PASS", "PASS_UNDELEGATED")]

@@ -66,11 +66,14 @@ def _kinds(tree: dict[int, str]) -> dict[str, list[int]]:
 
 @pytest.mark.slow
 def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: Path) -> None:
+    home = tmp_path / "home"  # where Debian's adb 29 writes its adb.<port> file
+    home.mkdir()
     run = subprocess.Popen(
         [sys.executable, "-m", "hil", "run", "--board", "virtual:2", "--suite", str(TINY),
          "--flow", "portable", "--out", str(tmp_path / "out"), "--iterations", "40"],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(home),
+             "ANDROID_USER_HOME": str(home / ".android")},
     )
     deadline = time.monotonic() + 600
     seen: dict[int, str] = {}
@@ -81,7 +84,8 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
             tree = _tree(run.pid)
             seen.update(tree)
             kinds = _kinds(tree)
-            if len(kinds["board"]) == 2 and kinds["adb server"] and kinds["bwrap"]:
+            port_files = list((home / ".android").glob("adb.*"))  # the server wrote it
+            if len(kinds["board"]) == 2 and kinds["adb server"] and kinds["bwrap"] and port_files:
                 break
             time.sleep(0.01)
         seen.update(_tree(run.pid))
@@ -103,6 +107,7 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
     while (kept := [root for root in roots if root.exists()]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not kept, f"the virtual boards' folders stayed after kill -9 of hil run: {kept}"
+    assert list((home / ".android").glob("adb.*")) == []  # and the server's port file
 
 
 def _wait_gone(seen: dict[int, str]) -> dict[int, str]:

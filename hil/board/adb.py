@@ -35,7 +35,7 @@ from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.execution import Execution, latency_record, memory_record
-from hil.board.sync import SyncFailed, pull_files, push_files, stat_probe
+from hil.board.sync import SyncFailed, SyncSession, push_files
 from hil.board.thermal import parse_state, thermal_script, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
@@ -180,13 +180,13 @@ class AdbBoard:
         """Run argument lists chained with `&&`, bounded by the idle timeout."""
         return self._shell(argvs, timeout=self.idle_timeout_s)
 
-    def alive(self) -> None:
-        """InfraError unless adbd answers a sync STAT within the idle timeout: the watchdog's
-        probe while a runner is timed. It was a `shell,v2:` request running `true`, for which
-        adbd forks a shell every second beside the runner being measured."""
+    def _probe(self, sync: SyncSession) -> None:
+        """InfraError unless adbd answers a sync STAT on the case's own sync connection: the
+        watchdog's probe while a runner is timed (`supervise` bounds its wait). It was a
+        `shell,v2:` request running `true`, for which adbd forks a shell every second beside
+        the runner being measured, and then a sync connection of its own per probe."""
         try:
-            bounded(lambda: stat_probe(self.device, DEVICE_ROOT, self.idle_timeout_s),
-                    self.idle_timeout_s, f"{self.name}: sync STAT")
+            sync.stat(DEVICE_ROOT)
         except ADB_ERRORS as exc:
             raise InfraError(f"{self.name}: sync STAT failed: {type(exc).__name__}: {exc}") from exc
 
@@ -260,10 +260,11 @@ class AdbBoard:
     ) -> Execution:
         """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
 
-        Three adb round trips: one sync connection up (`.pte` and inputs), one shell, one
-        sync connection down (outputs and every `statistics.txt`). The shell reads the
-        board's thermal and clock state and waits for it to cool (`noise`, `thermal.py`),
-        then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
+        Two adb connections and three round trips: one sync connection (`sync.SyncSession`)
+        takes the `.pte` and inputs up, carries the watchdog's probes while the runner runs
+        and brings the outputs and every `statistics.txt` down; one shell runs the case. It
+        reads the board's thermal and clock state and waits for it to cool (`noise`,
+        `thermal.py`), then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
         each invocation's timing line is one latency sample. `noise` None: the defaults.
         """
         noise = noise or NoiseControl()
@@ -303,9 +304,26 @@ class AdbBoard:
         warmup: int,
         noise: NoiseControl,
     ) -> Execution:
+        with SyncSession(self.device, self.idle_timeout_s) as sync:
+            return self._run_in(sync, artifact, case_dir, uploads, inputs, fresh, host_out,
+                                iterations, warmup, noise)
+
+    def _run_in(
+        self,
+        sync: SyncSession,
+        artifact: Artifact,
+        case_dir: str,
+        uploads: list[tuple[Path | bytes, str, int]],
+        inputs: list[str],
+        fresh: bool,
+        host_out: Path,
+        iterations: int,
+        warmup: int,
+        noise: NoiseControl,
+    ) -> Execution:
         start = time.perf_counter()
         try:
-            push_files(self.device, uploads, timeout=self.idle_timeout_s)
+            sync.push(uploads)
         except (*ADB_ERRORS, SyncFailed) as exc:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
@@ -318,7 +336,7 @@ class AdbBoard:
             supervised = supervise(  # its own thread, bounded by the deadline and the probes
                 lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
                                     on_stderr=self._announce_cooldown, bound=False),
-                self.alive, self.idle_timeout_s, deadline_s,
+                lambda: self._probe(sync), self.idle_timeout_s, deadline_s,
                 lambda: self._kill_runner(case_dir), f"{self.name}: runner",
             )
         finally:
@@ -353,7 +371,7 @@ class AdbBoard:
             names += [posixpath.join(RUNS_FOLDER, str(i), STATISTICS_FILE) for i in range(iterations)]
             remotes = [posixpath.join(case_dir, name) for name in names]
             try:
-                pulled = pull_files(self.device, remotes, timeout=self.idle_timeout_s)
+                pulled = sync.pull(remotes)
             except ADB_ERRORS as exc:
                 raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
             host_out.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ reopened every second until `close()`.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import re
 import threading
@@ -37,8 +38,11 @@ CRASH_PATTERNS: tuple[str, ...] = (
 )
 """Console lines that mean the board (not the model) failed; matched case-insensitively."""
 
-KEEP_LINES = 20000
-"""Console lines kept in memory (older ones are only in the log file)."""
+KEEP_LINES = 2000
+"""Console lines kept in memory for excerpts (older ones are only in the log file): ten
+times EXCERPT_LINES. Crash lines are found as they arrive, whatever was kept."""
+KEEP_CRASHES = 1000
+"""Crash lines kept in memory (with their line numbers) for `crash_line`."""
 EXCERPT_LINES = 200
 """Lines attached to a result at most."""
 REOPEN_S = 1.0
@@ -106,6 +110,8 @@ class SerialConsole:
         self.log_path = log_path
         self._crash = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
         self._lines: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
+        self._crashes: collections.deque[tuple[int, str]] = collections.deque(maxlen=KEEP_CRASHES)
+        """(line number, line) of each crash line seen, matched once, by the reader."""
         self._count = 0
         self._partial = b""
         self._cycles = 0
@@ -175,7 +181,9 @@ class SerialConsole:
     def _take(self, data: bytes) -> None:
         *complete, self._partial = (self._partial + data).split(b"\n")
         lines = [raw.rstrip(b"\r").decode("utf-8", "replace") for raw in complete]
+        crashes = [(index, line) for index, line in enumerate(lines) if self._crash.search(line)]
         with self._cond:
+            self._crashes.extend((self._count + index, line) for index, line in crashes)
             self._lines.extend(lines)
             self._count += len(lines)
         if self._log is not None and lines:
@@ -210,19 +218,17 @@ class SerialConsole:
         with self._cond:
             return self._count
 
-    def _since(self, since: int) -> list[str]:
+    def _since(self, since: int, limit: int) -> list[str]:
+        """The last `limit` of the lines kept after mark `since` (from the deque's end: a
+        copy of all KEEP_LINES per case cost more than the case on a long run)."""
         with self._cond:
-            lines = list(self._lines)
-            count = self._count
-        new = count - since
-        if new <= 0:
-            return []
-        return lines[-new:]
+            new = min(self._count - since, len(self._lines), limit)
+            return list(itertools.islice(reversed(self._lines), max(new, 0)))[::-1]
 
     def excerpt(self, since: int, limit: int = EXCERPT_LINES) -> str:
         if self.ok:
             self._drain()
-        lines = self._since(since)
+        lines = self._since(since, limit)
         partial = self._partial.decode("utf-8", "replace").rstrip("\r")
         if partial:
             lines.append(partial)
@@ -231,9 +237,10 @@ class SerialConsole:
     def crash_line(self, since: int) -> str | None:
         if self.ok:
             self._drain()
-        for line in self._since(since):
-            if self._crash.search(line):
-                return line.strip()[:300]
+        with self._cond:
+            for index, line in self._crashes:
+                if index >= since:
+                    return line.strip()[:300]
         return None
 
     def _close_port(self) -> None:

@@ -30,7 +30,8 @@ from hil.errors import Where
 
 FIELDS = ("images", "flash_order", "expected_build", "product", "fastboot")
 """The inventory fields of this record."""
-PARTITION = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+PARTITION = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+"""A partition name as fastboot takes it: not starting with `-` (it would read an option)."""
 PROPERTY = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 USB_SERIAL = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

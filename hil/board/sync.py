@@ -1,15 +1,19 @@
-"""Many files through ONE adb sync connection each way.
+"""Many files through ONE adb sync connection, kept open for a whole case.
 
 adbutils opens a sync connection (and, for a push, a STAT before and after) per file; over
-USB every connection is a round trip. adbd's sync service serves requests until QUIT, so a
-case's `.pte` and inputs go up in one connection, and its outputs come down in another.
+USB every connection is a round trip, and every connection costs the adb server and hil
+CPU. adbd's sync service serves requests until QUIT (`file_sync_service.cpp`), so a case's
+`SyncSession` carries its `.pte` and inputs up, the liveness probes (a STAT) while its
+runner runs, and its outputs down: one sync connection a case, beside the run shell.
 The connections are hil's own (`connection.py`: no version query, no sleep on close, Nagle
 off).
 """
 
 from __future__ import annotations
 
+import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,46 +37,155 @@ def _request(command: bytes, path: str) -> bytes:
     return command + struct.pack("<I", len(encoded)) + encoded
 
 
+class SyncSession:
+    """One sync connection to a board, opened on first use and again after the board ended
+    it (adbd closes a sync connection after a FAIL). One request at a time: a liveness probe
+    may still be waiting for its answer when the runner's shell ends and the pull starts.
+    `timeout` is the idle timeout of every socket read and write. A context manager."""
+
+    def __init__(self, device: adbutils.AdbDevice, timeout: float) -> None:
+        self._device = device
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._connection: ServiceConnection | None = None
+        self._closed = False
+
+    def _open(self) -> ServiceConnection:
+        if self._closed:  # a probe that comes after the case: no connection of its own
+            raise adbutils.AdbError("the sync session is closed")
+        if self._connection is None:
+            self._connection = ServiceConnection(self._device, "sync:", self._timeout)
+        return self._connection
+
+    def _drop(self) -> None:
+        """Forget the connection (the board ended it, or it is in an unknown state)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def push(self, files: Sequence[tuple[Path | bytes, str, int]]) -> int:
+        """Push `(local, remote, mode)` files (`local` a host file or the bytes themselves);
+        returns the bytes sent.
+
+        Every file goes out before the first acknowledgement is read (as `adb push` of
+        several files does): one wait for the board, not one per file. adbd answers each
+        `DONE` in order and ends the session after a FAIL, so the first FAIL names the file.
+        """
+        with self._lock:
+            connection = self._open()
+            try:
+                return _push(connection, files)
+            except BaseException:
+                self._drop()
+                raise
+
+    def stat(self, path: str) -> int:
+        """The mode of `path` (0 when it does not exist): the liveness probe adbd answers
+        from its sync thread, without forking a shell as every `shell,v2:` request does (so
+        probing a board while a runner is timed does not disturb the timing)."""
+        with self._lock:
+            connection = self._open()
+            try:
+                connection.sendall(_request(b"STAT", path))
+                reply = connection.read_exact(16)
+                if reply[:4] != b"STAT":
+                    raise adbutils.AdbError(f"stat {path}: unexpected sync reply {reply[:4]!r}")
+            except BaseException:
+                self._drop()
+                raise
+        return struct.unpack("<I", reply[4:8])[0]
+
+    def pull(self, remotes: Sequence[str]) -> dict[str, bytes | None]:
+        """Pull files; a file the board does not have maps to None (and costs a new
+        connection for the files after it: adbd ends the session after a FAIL)."""
+        found: dict[str, bytes | None] = {}
+        with self._lock:
+            for remote in remotes:
+                connection = self._open()
+                try:
+                    connection.sendall(_request(b"RECV", remote))
+                    found[remote] = _receive(connection)
+                except BaseException:
+                    self._drop()
+                    raise
+                if found[remote] is None:
+                    self._drop()
+        return found
+
+    def close(self) -> None:
+        """QUIT when no request is in flight, then close. A probe stuck on a frozen board
+        holds the lock: its socket is shut down under it, which ends its wait at once."""
+        self._closed = True
+        if self._lock.acquire(blocking=False):
+            try:
+                if self._connection is not None:
+                    try:
+                        self._connection.sendall(_request(b"QUIT", ""))
+                    except OSError:
+                        pass  # the board went away: closing is all that is left
+                self._drop()
+            finally:
+                self._lock.release()
+            return
+        connection = self._connection
+        if connection is not None:
+            try:
+                connection.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already gone
+            connection.close()
+
+    def __enter__(self) -> SyncSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def push_files(
     device: adbutils.AdbDevice, files: Sequence[tuple[Path | bytes, str, int]], timeout: float = 30.0
 ) -> int:
-    """Push `(local, remote, mode)` files in one sync connection (`local` a host file or the
-    bytes themselves); returns the bytes sent.
+    """`SyncSession.push` in a connection of its own."""
+    with SyncSession(device, timeout) as session:
+        return session.push(files)
 
-    Every file goes out before the first acknowledgement is read (as `adb push` of several
-    files does): one wait for the board per connection, not one per file. adbd answers each
-    `DONE` in order and ends the session after a FAIL, so the first FAIL names the file.
-    `timeout` is the idle timeout of every socket read and write.
-    """
+
+def pull_files(
+    device: adbutils.AdbDevice, remotes: Sequence[str], timeout: float = 30.0
+) -> dict[str, bytes | None]:
+    """`SyncSession.pull` in a connection of its own."""
+    with SyncSession(device, timeout) as session:
+        return session.pull(remotes)
+
+
+def _push(connection: ServiceConnection, files: Sequence[tuple[Path | bytes, str, int]]) -> int:
     total = 0
-    with ServiceConnection(device, "sync:", timeout) as connection:
-        cut: OSError | None = None
+    cut: OSError | None = None
+    try:
+        for local, remote, mode in files:
+            pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
+            for chunk in _chunks(local):
+                connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                pending = b""
+                total += len(chunk)
+            connection.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
+    except (BrokenPipeError, ConnectionResetError) as error:
+        cut = error  # the board may have ended the session after a FAIL: read it first
+    for _local, remote, _mode in files:
         try:
-            for local, remote, mode in files:
-                pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
-                for chunk in _chunks(local):
-                    connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
-                    pending = b""
-                    total += len(chunk)
-                connection.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
-        except (BrokenPipeError, ConnectionResetError) as error:
-            cut = error  # the board may have ended the session after a FAIL: read it first
-        for _local, remote, _mode in files:
-            try:
-                status = connection.read_exact(8)
-            except (EOFError, OSError):
-                if cut is not None:
-                    raise cut from None
-                raise
-            if status[:4] == b"FAIL":
-                length = struct.unpack("<I", status[4:])[0]
-                message = connection.read_exact(length).decode("utf-8", "replace")
-                raise SyncFailed(f"push {remote}: {message}")
-            if status[:4] != b"OKAY":
-                raise adbutils.AdbError(f"push {remote}: unexpected sync reply {status[:4]!r}")
-        if cut is not None:
-            raise cut
-        connection.sendall(_request(b"QUIT", ""))
+            status = connection.read_exact(8)
+        except (EOFError, OSError):
+            if cut is not None:
+                raise cut from None
+            raise
+        if status[:4] == b"FAIL":
+            length = struct.unpack("<I", status[4:])[0]
+            message = connection.read_exact(length).decode("utf-8", "replace")
+            raise SyncFailed(f"push {remote}: {message}")
+        if status[:4] != b"OKAY":
+            raise adbutils.AdbError(f"push {remote}: unexpected sync reply {status[:4]!r}")
+    if cut is not None:
+        raise cut
     return total
 
 
@@ -84,31 +197,6 @@ def _chunks(local: Path | bytes) -> Iterator[bytes]:
     with local.open("rb") as source:
         while chunk := source.read(CHUNK):
             yield chunk
-
-
-def pull_files(
-    device: adbutils.AdbDevice, remotes: Sequence[str], timeout: float = 30.0
-) -> dict[str, bytes | None]:
-    """Pull files in one sync connection; a file the board does not have maps to None.
-
-    adbd ends a sync connection after a FAIL, so a missing file costs one reconnection for
-    the files after it (the normal case, every file present, is one connection).
-    """
-    found: dict[str, bytes | None] = {}
-    pending = list(remotes)
-    while pending:
-        with ServiceConnection(device, "sync:", timeout) as connection:
-            while pending:
-                remote = pending[0]
-                connection.sendall(_request(b"RECV", remote))
-                data = _receive(connection)
-                pending.pop(0)
-                found[remote] = data
-                if data is None:
-                    break  # the board closes the connection after FAIL
-            else:
-                connection.sendall(_request(b"QUIT", ""))
-    return found
 
 
 def _receive(connection: ServiceConnection) -> bytes | None:
@@ -125,16 +213,3 @@ def _receive(connection: ServiceConnection) -> bytes | None:
             return None
         else:
             raise adbutils.AdbError(f"unexpected sync reply {kind!r}")
-
-
-def stat_probe(device: adbutils.AdbDevice, path: str, timeout: float) -> int:
-    """The mode of `path` by one sync STAT (0 when it does not exist): a liveness probe adbd
-    answers from its own sync thread, without forking a shell as every `shell,v2:` request does
-    (so probing a board while a runner is timed does not disturb the timing)."""
-    with ServiceConnection(device, "sync:", timeout) as connection:
-        connection.sendall(_request(b"STAT", path))
-        reply = connection.read_exact(16)
-        if reply[:4] != b"STAT":
-            raise adbutils.AdbError(f"stat {path}: unexpected sync reply {reply[:4]!r}")
-        connection.sendall(_request(b"QUIT", ""))
-    return struct.unpack("<I", reply[4:8])[0]

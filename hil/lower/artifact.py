@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ class TensorMeta:
 
     @property
     def nbytes(self) -> int:
-        return int(np.dtype(self.dtype).itemsize * int(np.prod(self.shape, dtype=np.int64)))
+        return np.dtype(self.dtype).itemsize * math.prod(self.shape)  # not np.prod: no array
 
 
 @dataclass(frozen=True)

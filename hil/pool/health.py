@@ -59,6 +59,16 @@ the recovery ladder brought it back each time (it then gets a health check later
 # ~1): boards in the run 2.86-4.0 per decile (mean 3.46), capacity_lost 42 % (about half of
 # it probation); GOOD_STREAK 3 instead of 10, once: 2.79-3.7 (mean 3.25), 51 %. The faster the
 # cases, the more of them a state fault's seconds reach, and the more quarantines.
+# Stop 29 (soak 115-155 s; the soak now also counts a board out while a state fault dealt to
+# it still held, `boards_in_run_or_held_deciles`): these numbers, twice: worst tenth 2.48 and
+# 1.91 boards in the run (mean 3.54, 3.15), 3.56 and 2.75 counting those held (mean 3.81,
+# 3.67); of 51 and 72 quarantined board-seconds, 21 and 28 outside a held fault (the policy's
+# share: waiting past the fault, the checks, ladders after event faults). A first check at
+# 1 s (6 checks), twice: worst 2.1 and 2.34, held 3.21 and 3.59, 24 and 19 board-s not held.
+# A check at once for a board's first quarantine while it answers (then 3 s, doubling), once:
+# worst 1.93, held 3.22, 32 board-s not held. No variant is better beyond the runs' spread; a
+# worst tenth is two or three boards holding a state fault at once (/data read-only, the adb
+# key refused) in a tenth of 12-15 s, which no waiting policy gives back.
 PROBATION_S = 3.0
 """How long a quarantined board first stays out before its health check; doubled for each
 later quarantine of the same board (until GOOD_STREAK), up to PROBATION_MAX_S; after a failed

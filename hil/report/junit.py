@@ -17,6 +17,7 @@ together a testcase at a time (hil/report/junit_text.py writes a testcase's text
 from __future__ import annotations
 
 import io
+import secrets
 import shutil
 import tempfile
 import xml.dom.minidom
@@ -112,6 +113,7 @@ class JUnitSpool:
         self.folder.mkdir(parents=True)
         self._suites: dict[str, _Suite] = {}
         self._open: OrderedDict[str, TextIO] = OrderedDict()
+        self._heads = _Heads()
 
     def add(self, case: dict[str, Any], run: dict[str, Any]) -> None:
         """Render `case` (a stored record) into its testsuite's spool."""
@@ -141,7 +143,7 @@ class JUnitSpool:
             attributes = " ".join(f'{key}="{value}"' for key, value in counts.items())
             out.write(f'<testsuites {attributes} time="{seconds}">\n')
             for name, suite in suites.items():
-                out.write(_suite_head(name, suite, run))
+                out.write(self._heads.head(name, suite, run))
                 with suite.spool.open(encoding="utf-8", newline="") as spooled:  # CRs as written
                     shutil.copyfileobj(spooled, out)
                 out.write("\t</testsuite>\n")
@@ -177,16 +179,36 @@ def _pretty(element: ET.Element, indent: str) -> str:
     return out.getvalue()
 
 
-def _suite_head(name: str, suite: _Suite, run: dict[str, Any]) -> str:
-    """The testsuite's opening tag with its counts, and its properties."""
-    element = _testsuite(name, suite.board, run).build_xml_doc()
-    for key in ("disabled", "errors", "failures", "skipped", "tests"):
-        element.set(key, str(getattr(suite, key)))
-    element.set("time", str(suite.time))
-    text = _pretty(element, "\t")
-    closing = "\t</testsuite>\n"
-    assert text.endswith(closing), text[-40:]
-    return text[: -len(closing)]
+_COUNTS = ("disabled", "errors", "failures", "skipped", "tests", "time")
+"""The testsuite attributes that change as its cases come (the rest of its head does not)."""
+_SLOT = f"hil{secrets.token_hex(8)}"
+"""Marks where a count goes in a rendered head (no suite or property holds it)."""
+
+
+class _Heads:
+    """Each testsuite's opening tag and properties, rendered (minidom: about a millisecond)
+    once per distinct set of properties, with its counts filled in at each `write`."""
+
+    def __init__(self) -> None:
+        self._templates: dict[str, tuple[tuple[Any, ...], str]] = {}
+
+    def head(self, name: str, suite: _Suite, run: dict[str, Any]) -> str:
+        """The testsuite's opening tag with its counts, and its properties."""
+        testsuite = _testsuite(name, suite.board, run)
+        key = (suite.board, testsuite.timestamp, tuple(testsuite.properties.items()))
+        known = self._templates.get(name)
+        if known is None or known[0] != key:
+            element = testsuite.build_xml_doc()
+            for count in _COUNTS:
+                element.set(count, f"{_SLOT}{count}")
+            text = _pretty(element, "\t")
+            closing = "\t</testsuite>\n"
+            assert text.endswith(closing), text[-40:]
+            known = self._templates[name] = (key, text[: -len(closing)])
+        text = known[1]
+        for count in _COUNTS:
+            text = text.replace(f"{_SLOT}{count}", str(getattr(suite, count)), 1)
+        return text
 
 
 def _testsuite(name: str, board: str | None, run: dict[str, Any]) -> TestSuite:

@@ -16,6 +16,7 @@ its name (`program->get_method_name(0)`).
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,8 +166,15 @@ def read_program(data: bytes) -> ProgramInfo:
 
 
 def read_program_file(path: Path) -> ProgramInfo:
-    """`read_program` of a file."""
-    return read_program(path.read_bytes())
+    """`read_program` of a file; a file read before and not changed since (same inode, size
+    and modification time) is not read again (every case of a program asks for it)."""
+    st = path.stat()
+    return _read_file(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _read_file(path: str, _inode: int, _size: int, _mtime_ns: int) -> ProgramInfo:
+    return read_program(Path(path).read_bytes())
 
 
 def _read(reader: _Reader) -> ProgramInfo:

@@ -18,6 +18,7 @@ takes the port. The endpoint, `tcp:127.0.0.1:PORT`, is on the board's ready line
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import socket
@@ -29,10 +30,6 @@ from hil.virtual.faults import Fault, FaultPlan
 from hil.virtual.images import FlashStore, product
 
 log = logging.getLogger(__name__)
-
-FASTBOOT_DEFAULT_PORT = 5554
-"""The port AOSP's fastboot client and a real board's bootloader use for TCP."""
-
 
 class _Board(Protocol):
     device: Device
@@ -113,12 +110,13 @@ class BootloaderMode:
         except OSError as exc:
             log.warning("fastboot port %d: %s (taken while the board was away?)", self.port, exc)
 
-    def boot_android(self) -> None:
-        """What a boot into Android reads from the partitions: the build and the vendor lib."""
+    async def boot_android(self) -> None:
+        """What a boot into Android reads from the partitions: the build and the vendor lib.
+        The images are hashed in a worker thread: large ones would stall the board's loop."""
         device = self.board.device
-        props = self.store.build(
-            device.properties["ro.product.name"], device.properties["ro.product.device"],
-            device.properties["ro.product.brand"],
+        props = await asyncio.to_thread(
+            self.store.build, device.properties["ro.product.name"],
+            device.properties["ro.product.device"], device.properties["ro.product.brand"],
         )
         for key, value in props.items():
             device.set_property(key, value)

@@ -98,7 +98,7 @@ class VirtualBoard:
         self._loop = asyncio.get_running_loop()
         self.device.prepare()
         self.bootloader.reserve()
-        self.bootloader.boot_android()
+        await self.bootloader.boot_android()
         self._apply_state_faults()
         self.device.log("hil virtual board booting")
         if self.console is not None:
@@ -358,7 +358,7 @@ class VirtualBoard:
         self.device.log("hil virtual board booting")
         if self.console is not None:
             self.console.boot_banner(self.device.chipset, self.device.serial)
-        self.bootloader.boot_android()
+        await self.bootloader.boot_android()
         await self._listen()
         self._boot_task = asyncio.create_task(self._finish_boot())
 

@@ -108,13 +108,20 @@ def figures(seen: Observed) -> dict[str, Any]:  # noqa: C901 - one figure after 
     report["hil_tracebacks"] = seen.tracebacks
     report["unexplained_failures"] = unexplained(attempts, seen.injections, seen.fired)
 
-    speed = throughput(seen.finished, seen.events, seen.board_names)
+    held: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
+    for injection in seen.injections:
+        if is_state(injection.spec):  # held from its injection until the soak cleared it
+            held[injection.board].append((injection.at, injection.cleared_at or math.inf))
+    speed = throughput(seen.finished, seen.events, seen.board_names, held)
     report["throughput_first_cases_per_s"] = round(speed["first"], 3) if speed["first"] else None
     report["throughput_last_cases_per_s"] = round(speed["last"], 3) if speed["last"] else None
     report["throughput_last_vs_first"] = speed["ratio"]
     report["throughput_last_vs_first_untrimmed"] = speed["raw_ratio"]
     report["throughput_per_board_in_run_last_vs_first"] = speed["per_board_ratio"]
     report["boards_in_run_deciles"] = speed.get("boards_in_run_deciles")
+    report["boards_in_run_or_held_deciles"] = speed.get("boards_in_run_or_held_deciles")
+    report["quarantined_board_s"] = speed.get("quarantined_board_s")
+    report["quarantined_not_held_board_s"] = speed.get("quarantined_not_held_board_s")
     report["throughput_deciles"] = speed["deciles"]
     report.update(steady_pace(attempts))
     first, last = seen.first, seen.last

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hil.board.console import SerialConsole, probe_console
+from hil.board.console import KEEP_LINES, SerialConsole, probe_console
 from hil.errors import InfraError
 from hil.virtual.console import VirtualConsole
 
@@ -109,6 +109,30 @@ def test_crash_lines_are_found_and_named(pty_pair, line: str) -> None:
         os.write(master, b"enn: runner pid 42 started\r\n" + line.encode() + b"\r\nafter\r\n")
         _eventually(lambda: console.mark() - start == 3)
         assert console.crash_line(start) == line
+
+
+def test_a_crash_line_is_named_after_more_lines_than_are_kept_and_not_for_a_later_case(
+    pty_pair, tmp_path: Path
+) -> None:
+    # a case's crash line followed by more chatter than the reader keeps in memory is still
+    # named (the reader matches each line as it arrives); the next case does not see it
+    master, path = pty_pair
+    crash = "[  12.3] Kernel panic - not syncing: Fatal exception"
+    chatter = b"".join(b"npu: step %d\r\n" % i for i in range(KEEP_LINES + 10))
+    with SerialConsole(path, log_path=tmp_path / "uart.log") as console:
+        start = console.mark()
+        os.write(master, crash.encode() + b"\r\n")
+        for offset in range(0, len(chatter), 4096):  # the pty takes a few KB at a time
+            os.write(master, chatter[offset:offset + 4096])
+            console.mark()
+        _eventually(lambda: console.mark() - start == KEEP_LINES + 11)
+        assert console.crash_line(start) == crash
+        assert console.excerpt(start).splitlines()[-1] == f"npu: step {KEEP_LINES + 9}"
+        later = console.mark()
+        os.write(master, b"enn: runner pid 8 exited with status 0\r\n")
+        _eventually(lambda: console.mark() - later == 1)
+        assert console.crash_line(later) is None
+        assert console.excerpt(later) == "enn: runner pid 8 exited with status 0"
 
 
 def test_ordinary_lines_are_not_crashes(pty_pair) -> None:

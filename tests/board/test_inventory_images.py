@@ -65,6 +65,8 @@ FULL = ("images: {boot: b.img}, product: p, fastboot: X1, "
      r"\(a\): images: expected a mapping PARTITION: FILE"),
     ("images: {'bo ot': b.img}, product: p, fastboot: X1, expected_build: {ro.build.id: B1}",
      r"\(a\): images: 'bo ot' is not a partition name"),
+    ("images: {'-w': b.img}, product: p, fastboot: X1, expected_build: {ro.build.id: B1}",
+     r"\(a\): images: '-w' is not a partition name"),  # fastboot would wipe userdata
     ("images: {boot: {file: b.img, sha256: xyz}}, product: p, fastboot: X1, "
      "expected_build: {ro.build.id: B1}", r"\(a\): images.boot.sha256: expected 64 hexadecimal"),
     ("images: {boot: {path: b.img}}, product: p, fastboot: X1, expected_build: {ro.build.id: B1}",

@@ -1,4 +1,5 @@
-"""A case costs three adb round trips: one sync connection up, one shell, one sync down."""
+"""A case costs two adb connections: one sync connection (up, the watchdog's probes, down)
+and one shell."""
 
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 from hil.board.adb import AdbBoard
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.sync import pull_files, push_files
+from hil.board.watchdog import PROBE_AFTER_S
 from hil.cases import load_suite
 from hil.lower import build_artifact
 from hil.virtual.transport import STREAMS_LOG
@@ -48,7 +50,7 @@ def test_a_missing_file_is_none_and_the_rest_still_arrive(board_device, tmp_path
 
 
 @pytest.mark.slow
-def test_a_case_is_three_round_trips_and_the_runner_goes_up_once(
+def test_a_case_is_two_connections_and_the_runner_goes_up_once(
     adb_server, board_device, virtual_board, tmp_path
 ):
     case = next(c for c in load_suite("smoke") if c.id == "add")
@@ -61,7 +63,29 @@ def test_a_case_is_three_round_trips_and_the_runner_goes_up_once(
         assert execution.exit_code == 0, execution.stderr
         assert all(path is not None for path in execution.outputs)
     opened = streams(virtual_board.root)[before:]
-    assert opened == ["sync", "shell,v2", "sync"] * 3
+    assert opened == ["sync", "shell,v2"] * 3
+    board.cleanup()
+
+
+@pytest.mark.slow
+def test_a_long_case_is_probed_on_its_own_sync_connection(
+    adb_server, board_device, virtual_board, tmp_path
+):
+    """The watchdog probes a runner that runs longer than PROBE_AFTER_S (a STAT every
+    second) through the case's sync connection: no connection of its own per probe."""
+    case = next(c for c in load_suite("smoke") if c.id == "add")
+    artifact = build_artifact(case, "xnnpack", "E9955", tmp_path / "artifact")
+    board = AdbBoard("rt", virtual_board.address, board_device, "rt-run", VIRTUAL_RUNNER, 60,
+                     idle_timeout_s=2)
+    board.prepare()
+    virtual_board.control(f"fault slow,on=exec,delay={2.5 * PROBE_AFTER_S:g}", applied_within=30)
+    before = len(streams(virtual_board.root))
+    execution = board.run(artifact, "long", tmp_path / "out", iterations=1, warmup=0)
+    assert execution.exit_code == 0, execution.stderr
+    assert execution.timings_s["exec"] > 2 * PROBE_AFTER_S  # long enough for probes
+    assert all(path is not None for path in execution.outputs)
+    assert streams(virtual_board.root)[before:] == ["sync", "shell,v2"]
+    virtual_board.control("fault clear", applied_within=30)
     board.cleanup()
 
 

@@ -1,5 +1,6 @@
 """User manifests: a user's own module runs; malformed ones fail on one line naming the field."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,22 @@ def test_manifest_loads_cases_from_the_users_module():
     assert module.net[0].out_features == 12  # kwargs reached the factory
     assert cases[1].tolerance.atol == 0.01
     assert cases[0].line == 4 and cases[1].line == 10
+
+
+def test_a_json_manifest_reads_as_json_with_each_entrys_line(tmp_path):
+    # a generated sweep's manifest is often JSON (which is YAML): read by json, its numbers
+    # as JSON means them (YAML 1.1 reads `1e-3` as a string), the lines from the parser
+    entries = [{"id": f"c{i}", "module": "user_models:make_mlp", "inputs": [{"shape": [1, 8]}],
+                "tolerance": {"atol": 1e-3}} for i in range(3)]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"suite": "gen", "cases": entries}, indent=1).replace("0.001", "1e-3"))
+    (tmp_path / "user_models.py").write_text((FIXTURES / "user_models.py").read_text())
+    cases = load_manifest(path)
+    assert [c.id for c in cases] == ["c0", "c1", "c2"]
+    assert [c.tolerance.atol for c in cases] == [0.001] * 3
+    text = path.read_text().splitlines()
+    assert [text[c.line - 1].strip() for c in cases] == ["{"] * 3  # each entry's own line
+    assert len({c.line for c in cases}) == 3
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -136,3 +136,20 @@ def test_an_event_fault_after_a_pass_is_not_that_pass() -> None:
     assert after["unhandled"] == [] and after["kinds"]["hang"]["outcomes"] == {"between cases": 1}
     inside = analysis.fault_fates([], [(100.030, "b", "hang", "exec")], [passed])
     assert len(inside["unhandled"]) == 1  # a hang inside a passing attempt is a silent green
+
+
+def test_a_board_out_while_its_fault_held_is_told_from_one_the_policy_kept_out() -> None:
+    # board a: out 10-20 s, its state fault held 8-14 s (4 s the fault's, 6 s the policy's);
+    # board b: out 30-40 s, never back until the end at 50 s after a second quarantine at 45 s
+    pace = _soaklib("pace")
+    event = _soaklib("hilrun").Event
+    events = [event(10.0, "quarantined", "a", ""), event(20.0, "back", "a", ""),
+              event(30.0, "quarantined", "b", ""), event(40.0, "back", "b", ""),
+              event(45.0, "quarantined", "b", "")]
+    out = pace.out_of_run(events, ["a", "b"], end=50.0)
+    assert out == {"a": [(10.0, 20.0)], "b": [(30.0, 40.0), (45.0, 50.0)]}
+    assert pace.boards_in_run(out, 0.0, 20.0) == 1.5
+    assert pace.boards_in_run(out, 47.0, 47.0) == 1.0
+    not_held = {"a": pace.without(out["a"], [(8.0, 14.0)]), "b": out["b"]}
+    assert not_held["a"] == [(14.0, 20.0)]
+    assert pace.boards_in_run(not_held, 0.0, 20.0) == 1.7
