@@ -284,8 +284,9 @@ class AdbBoard:
             uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
         try:
-            execution = self._run(artifact, case_dir, uploads, remote_inputs, fresh, host_out,
-                                  iterations, warmup, noise)
+            with SyncSession(self.device, self.idle_timeout_s) as sync:  # the case's one sync link
+                execution = self._run(sync, artifact, case_dir, uploads, remote_inputs, fresh,
+                                      host_out, iterations, warmup, noise)
         except InfraError:
             self._check_console()  # a crash on the console explains the failure best
             raise
@@ -293,22 +294,6 @@ class AdbBoard:
         return execution
 
     def _run(
-        self,
-        artifact: Artifact,
-        case_dir: str,
-        uploads: list[tuple[Path | bytes, str, int]],
-        inputs: list[str],
-        fresh: bool,
-        host_out: Path,
-        iterations: int,
-        warmup: int,
-        noise: NoiseControl,
-    ) -> Execution:
-        with SyncSession(self.device, self.idle_timeout_s) as sync:
-            return self._run_in(sync, artifact, case_dir, uploads, inputs, fresh, host_out,
-                                iterations, warmup, noise)
-
-    def _run_in(
         self,
         sync: SyncSession,
         artifact: Artifact,
