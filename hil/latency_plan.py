@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from hil.document import load_document
 from hil.errors import UsageError, Where
 
 CV_LIMIT = 0.10
@@ -100,7 +101,7 @@ def manifest_declaration(path: Path) -> tuple[str, dict[str, Any]] | None:
     """(suite name, declared keys) of a manifest's top-level `latency:` block; None when it
     has none. The manifest itself is validated by `hil.cases.manifest.load_manifest`."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_document(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None  # load_manifest reports it
     if not isinstance(data, dict) or "latency" not in data:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,6 +51,7 @@ from typing import Any
 import yaml
 
 from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, INPUT_DTYPES, PRECISIONS, Case, InputSpec
+from hil.document import item_lines, load_document
 from hil.errors import UsageError, Where
 from hil.expectation import parse_expectation, parse_skip
 from hil.verdict import Tolerance
@@ -72,7 +72,8 @@ def load_manifest(path: Path) -> list[Case]:
         raise UsageError(f"--suite: manifest file not found: {path}")
     where = Where(path)
     try:
-        lines, data = _load_yaml(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        lines, data = item_lines(text, "cases"), load_document(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{path}: not a readable YAML manifest: {first}") from exc
@@ -93,55 +94,6 @@ def load_manifest(path: Path) -> list[Case]:
     for index, entry in enumerate(entries):
         cases.extend(_parse_case(path, suite, index, entry, lines[index]))
     return cases
-
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader where PyYAML was built with it (the pure-Python one otherwise)."""
-
-
-def _load_yaml(text: str) -> tuple[list[int], Any]:
-    """The 1-based line of each entry of `cases` (for JUnit locations), and the document's
-    data. A generated manifest is often JSON (which is YAML): Python's json reads it, where
-    PyYAML builds a node per scalar first (a 20,000-case manifest: 38 s and a 490 MB peak
-    with the pure-Python loader, composed and loaded; 0.9 s and no growth for the lines
-    from libyaml's events, and json for the data). YAML 1.1 would read JSON's `1e-3` as a
-    string; json reads the number JSON means."""
-    lines = _entry_lines(text)
-    try:
-        return lines, json.loads(text)
-    except ValueError:
-        return lines, yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
-
-
-def _entry_lines(text: str) -> list[int]:
-    """The line of each item of the top-level mapping's `cases` sequence, from the parser's
-    events (no node tree); empty when there is no such sequence."""
-    lines: list[int] = []
-    stack: list[list[Any]] = []  # each open container: [is mapping, key expected, key, is cases]
-    for event in yaml.parse(text, Loader=_LOADER):
-        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            stack.pop()
-            continue
-        if not isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent, yaml.MappingStartEvent,
-                                  yaml.SequenceStartEvent)):
-            continue
-        parent = stack[-1] if stack else None
-        is_cases = False
-        if parent is not None and parent[0]:  # in a mapping: a key, then its value
-            if parent[1]:
-                parent[1], parent[2] = False, getattr(event, "value", None)
-                if not isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                    continue
-            else:
-                parent[1] = True
-                is_cases = len(stack) == 1 and parent[2] == "cases"
-        elif parent is not None and parent[3]:
-            lines.append(event.start_mark.line + 1)
-        if isinstance(event, yaml.MappingStartEvent):
-            stack.append([True, True, None, False])
-        elif isinstance(event, yaml.SequenceStartEvent):
-            stack.append([False, False, None, is_cases])
-    return lines
 
 
 def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> list[Case]:
