@@ -96,20 +96,25 @@ class SyncSession:
         return struct.unpack("<I", reply[4:8])[0]
 
     def pull(self, remotes: Sequence[str]) -> dict[str, bytes | None]:
-        """Pull files; a file the board does not have maps to None (and costs a new
-        connection for the files after it: adbd ends the session after a FAIL)."""
+        """Pull files, every request sent before the first answer is read; a file the board
+        does not have maps to None (and costs a new connection for the files after it: adbd
+        ends the session after a FAIL)."""
         found: dict[str, bytes | None] = {}
         with self._lock:
-            for remote in remotes:
+            pending = list(remotes)
+            while pending:
                 connection = self._open()
-                try:
-                    connection.sendall(_request(b"RECV", remote))
-                    found[remote] = _receive(connection)
+                try:  # every request in one write: adbd answers them in order
+                    connection.sendall(b"".join(_request(b"RECV", remote) for remote in pending))
+                    while pending:
+                        remote = pending.pop(0)
+                        found[remote] = _receive(connection)
+                        if found[remote] is None:
+                            self._drop()  # adbd ended the session: the rest on a new one
+                            break
                 except BaseException:
                     self._drop()
                     raise
-                if found[remote] is None:
-                    self._drop()
         return found
 
     def close(self) -> None:
@@ -159,16 +164,24 @@ def pull_files(
 
 
 def _push(connection: ServiceConnection, files: Sequence[tuple[Path | bytes, str, int]]) -> int:
+    """Every request of every file goes out in writes of about CHUNK bytes: a case's small
+    files (its inputs, the folder markers) in one write, so one WRTE packet, where a write
+    per request cost a packet and its OKAY each (as adb's own client sends a small file in
+    one write: `SendSmallFile` in `adb/client/file_sync_client.cpp`)."""
     total = 0
     cut: OSError | None = None
+    out = bytearray()
     try:
         for local, remote, mode in files:
-            pending = _request(b"SEND", f"{remote},{0o100000 | mode}")
+            out += _request(b"SEND", f"{remote},{0o100000 | mode}")
             for chunk in _chunks(local):
-                connection.sendall(pending + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
-                pending = b""
+                out += b"DATA" + struct.pack("<I", len(chunk)) + chunk
                 total += len(chunk)
-            connection.sendall(pending + b"DONE" + struct.pack("<I", int(time.time())))
+                if len(out) >= CHUNK:
+                    connection.sendall(out)
+                    out.clear()
+            out += b"DONE" + struct.pack("<I", int(time.time()))
+        connection.sendall(out)
     except (BrokenPipeError, ConnectionResetError) as error:
         cut = error  # the board may have ended the session after a FAIL: read it first
     for _local, remote, _mode in files:

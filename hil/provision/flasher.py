@@ -163,7 +163,7 @@ class Provisioner:
         plain power cycle (which boots the OS) and adb's way in again."""
         target = self.flasher.reboot_target
         try:
-            self.adb.reboot_to(target)
+            self.adb.reboot_to(target, self.boot_s)
             return f"adb reboot {target}"
         except (InfraError, *ADB_ERRORS) as exc:
             if self.flasher.answers():
@@ -176,7 +176,7 @@ class Provisioner:
             self.power.cycle()
             try:
                 self.adb.wait_booted(self.boot_s)
-                self.adb.reboot_to(target)
+                self.adb.reboot_to(target, self.boot_s)
             except (InfraError, *ADB_ERRORS) as again:
                 raise InfraError(
                     f"adb failed ({exc}); power-cycled (a plain cycle: the power control has no "

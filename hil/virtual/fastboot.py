@@ -28,6 +28,7 @@ import contextlib
 import logging
 import re
 import struct
+import threading
 from typing import Protocol
 
 from hil.virtual.faults import Fault
@@ -84,6 +85,9 @@ class FastbootServer:
         self._sessions: dict[asyncio.StreamWriter, asyncio.Task[None]] = {}
         self._one_host = asyncio.Lock()
         self._staged: bytes | None = None
+        self._cut = threading.Event()
+        """Set when the bootloader stops (power off, reboot): a write in progress ends."""
+        self._writing: asyncio.Future[int] | None = None
 
     async def start(self) -> None:
         """Listen on `host:port`."""
@@ -93,13 +97,16 @@ class FastbootServer:
         log.info("fastboot: listening on tcp:%s:%d", self.host, self.port)
 
     async def stop(self) -> None:
-        """Stop listening and cut every session."""
+        """Stop listening, cut every session and end a flash write where it is."""
+        self._cut.set()
         if self._server is not None:
             self._server.close()
         for writer, task in list(self._sessions.items()):
             writer.transport.abort()
             task.cancel()
         await asyncio.gather(*self._sessions.values(), return_exceptions=True)
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
@@ -232,7 +239,11 @@ class FastbootServer:
                 raise ImageError("no image downloaded")
             if any(f.kind == "flash-fail" for f in self.board.fire("flash", partition)):
                 raise ImageError(f"flash write failure on '{partition}' (fault injection)")
-            written = await asyncio.to_thread(store.flash, partition, self._staged)
+            # shielded: a power cut (`stop`) stops the write through `_cut` and waits for it,
+            # so no write outlives the power and finishes a partition the cut interrupted
+            self._writing = asyncio.ensure_future(
+                asyncio.to_thread(store.flash, partition, self._staged, self._cut.is_set))
+            written = await asyncio.shield(self._writing)
         except (ImageError, OSError) as exc:  # OSError: the board's own storage (full, gone)
             log.warning("fastboot: %s %s: %s", name, partition, exc)
             await _send(writer, "FAIL", str(exc))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hil.virtual.device import soc_model
@@ -46,6 +46,8 @@ PARTITIONS: dict[str, int] = {
     "userdata": 4 << 30,
 }
 """The board's partitions (no A/B slots, no logical partitions) and their sizes in bytes."""
+WRITE_BLOCK = 1 << 20
+"""Bytes a flash writes between looks at the power (`FlashStore.flash`)."""
 BUILD_PROP_BYTES = 64 << 10
 """How much of the `system` image is read for `ro.build.*` lines."""
 BUILD_RELEASE = "15"
@@ -160,19 +162,33 @@ class FlashStore:
         if partition not in PARTITIONS:
             raise ImageError(f"partition '{partition}' does not exist")
 
-    def flash(self, partition: str, data: bytes) -> int:
-        """Write `data` (raw or sparse) to `partition`; returns the bytes written."""
+    def flash(self, partition: str, data: bytes, cut: Callable[[], bool] = lambda: False) -> int:
+        """Write `data` (raw or sparse) to `partition` in place, WRITE_BLOCK bytes at a time;
+        returns the bytes written. `cut` is asked before each block: once it says the power
+        is gone, the write stops where it is (ImageError) and the partition keeps the new
+        image's head over the old one's tail, as a block device does: the board then boots
+        a build that is neither, and only a new flash mends it."""
         self.check(partition)
+        path = self.path(partition)
         if is_sparse(data):
-            path = self.path(partition)
             data = unsparse(data, path.read_bytes() if path.is_file() else b"", PARTITIONS[partition])
         if len(data) > PARTITIONS[partition]:
             raise ImageError(f"image too large for partition '{partition}' "
                              f"({len(data)} > {PARTITIONS[partition]} bytes)")
+
+        def power_lost(offset: int) -> ImageError:
+            return ImageError(f"power cut while writing '{partition}' "
+                              f"({offset} of {len(data)} bytes written)")
+
+        if cut():
+            raise power_lost(0)
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.path(partition).with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(self.path(partition))
+        with path.open("r+b" if path.is_file() else "wb") as image:
+            for offset in range(0, len(data), WRITE_BLOCK):
+                if offset and cut():
+                    raise power_lost(offset)
+                image.write(data[offset : offset + WRITE_BLOCK])
+            image.truncate(len(data))
         return len(data)
 
     def erase(self, partition: str) -> None:

@@ -76,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a reboot keeps the board off the network (default: 2.0)",
     )
     parser.add_argument(
+        "--shutdown-seconds", type=float, default=0.0,
+        help="how long a requested reboot keeps the board on adb before it goes down, as a "
+        "real board's shutdown does (default: 0; a power cut is always at once)",
+    )
+    parser.add_argument(
         "--console", type=Path, default=None, metavar="PATH",
         help="make PATH a symlink to the board's UART (a pty; its /dev/pts path is printed "
         "on start either way)",
@@ -121,8 +126,10 @@ def run(args: argparse.Namespace) -> int:
             f"--fastboot-port {args.fastboot_port}: expected 0 or a free port outside adb's "
             "emulator range 5555-5585, other than --port"
         )
-    if args.reboot_seconds < 0:
-        raise UsageError(f"--reboot-seconds {args.reboot_seconds}: must be >= 0")
+    for option, value in (("--reboot-seconds", args.reboot_seconds),
+                          ("--shutdown-seconds", args.shutdown_seconds)):
+        if not value >= 0:
+            raise UsageError(f"{option} {value}: must be >= 0")
     images = _read_images(args.image)
     root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
     for partition, data in images.items():
@@ -150,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         board = VirtualBoard(
             device, args.port, args.reboot_seconds, Link(args.link), faults, console,
             fastboot_port=args.fastboot_port, device_time=device_time,
+            shutdown_seconds=args.shutdown_seconds,
         )
         asyncio.run(_serve(board, now))
     finally:

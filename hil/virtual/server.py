@@ -3,7 +3,8 @@
 `VirtualBoard` owns the listener, the device model, the warm executor and reboots: each
 accepted connection is served by a `Transport` (`transport.py`), and each OPEN's service
 name is answered here (`service`): `shell:`, `shell,v2,...:`, `exec:`, `sync:`, `reboot:`;
-anything else is refused. A reboot drops every transport, stops listening for
+anything else is refused. A reboot drops every transport (Android's own, `adb reboot` or
+the `reboot` command, after `shutdown_seconds` still on adb), stops listening for
 `reboot_seconds`, listens again with `sys.boot_completed=0` and sets it to 1
 `BOOT_COMPLETED_DELAY` seconds later. A reboot into the bootloader (`reboot:bootloader`)
 comes back on fastboot instead (`bootloader.py`), and `fastboot reboot` back on adb.
@@ -67,6 +68,7 @@ class VirtualBoard:
         console: VirtualConsole | None = None,
         fastboot_port: int = 0,
         device_time: str | None = None,
+        shutdown_seconds: float = 0.0,
     ) -> None:
         self.device = device
         self.device_time = device_time
@@ -74,6 +76,8 @@ class VirtualBoard:
         self.link = link or Link("none")
         self.port = port
         self.reboot_seconds = reboot_seconds
+        self.shutdown_seconds = shutdown_seconds
+        """How long a requested reboot stays on adb first (a power cut does not)."""
         self.faults = faults or FaultPlan()
         self.console = console
         self._server: asyncio.Server | None = None
@@ -305,14 +309,18 @@ class VirtualBoard:
             self.console.write_line("init: sys.boot_completed=1")
         log.info("boot completed")
 
-    def request_reboot(self, reason: str, target: str = "") -> None:
+    def request_reboot(self, reason: str, target: str = "", orderly: bool = False) -> None:
         """Reboot soon (once, however often asked while rebooting); `target` "bootloader"
-        comes back on fastboot, anything else on adb."""
+        comes back on fastboot, anything else on adb. An `orderly` reboot (Android's own:
+        `adb reboot`, the `reboot` command) stays on adb for `shutdown_seconds` first."""
         if self._reboot_task is None or self._reboot_task.done():
-            self._reboot_task = asyncio.create_task(self._reboot(reason, target))
+            self._reboot_task = asyncio.create_task(self._reboot(reason, target, orderly))
 
-    async def _reboot(self, reason: str, target: str) -> None:
-        log.info("rebooting (%s): down for %.1f s", reason, self.reboot_seconds)
+    async def _reboot(self, reason: str, target: str, orderly: bool) -> None:
+        shutdown_s = self.shutdown_seconds if orderly else 0.0
+        log.info("rebooting (%s): shutting down for %.1f s, then down for %.1f s", reason,
+                 shutdown_s, self.reboot_seconds)
+        await asyncio.sleep(shutdown_s)
         await self._shutdown(reason)
         await asyncio.sleep(self.reboot_seconds)
         await self._boot(target)
@@ -382,7 +390,7 @@ class VirtualBoard:
         command, _, rest = line.strip().partition(" ")
         rest = rest.strip()
         if command == "reboot":
-            self.request_reboot(" ".join(["reboot command", rest]).strip(), rest)
+            self.request_reboot(" ".join(["reboot command", rest]).strip(), rest, orderly=True)
         elif command == "fault" and rest.split(" ")[0] == "clear":
             self.clear_faults(rest.removeprefix("clear").strip() or None)
         elif command == "fault":
@@ -415,5 +423,5 @@ class VirtualBoard:
         return None
 
     async def _reboot_service(self, stream: Stream, target: str) -> None:
-        self.request_reboot(f"adb reboot {target}".strip(), target)
+        self.request_reboot(f"adb reboot {target}".strip(), target, orderly=True)
         await asyncio.Future()  # the reboot drops the transport and cancels this

@@ -7,6 +7,7 @@ and not each other.
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -28,8 +29,21 @@ class Sender(Protocol):
         ...
 
 
+SOCKET_BUFFER = 256 * 1024
+"""Bytes a service may have written that the host has not yet been sent (adbd's service
+writes into a local socket; beyond its buffer the service's write blocks)."""
+
+
 class Stream:
-    """One adb stream: flow-controlled writes, acknowledged reads."""
+    """One adb stream: flow-controlled writes, acknowledged reads.
+
+    A service's writes are queued, and sent by one task per stream: a WRTE, then nothing
+    until the host's OKAY; whatever was written meanwhile goes out together in the next WRTE
+    (at most maxdata bytes, never splitting a write that fits in one). So does adbd: its
+    transport reads the service's local socket only after the OKAY, taking everything written
+    by then (`local_socket_event_func` in `adb/sockets.cpp`), so a run of small replies (the
+    OKAY of each pushed file, a shell's short lines) costs one packet and one OKAY, not one
+    each."""
 
     def __init__(self, transport: Sender, local_id: int, remote_id: int) -> None:
         self.transport = transport
@@ -40,7 +54,12 @@ class Stream:
         self._buffer = bytearray()
         self._can_write = asyncio.Event()
         self._can_write.set()
-        self._write_lock = asyncio.Lock()
+        self._out: collections.deque[bytes] = collections.deque()
+        self._out_bytes = 0
+        self._room = asyncio.Event()
+        self._room.set()
+        self._sender: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
 
     @property
     def maxdata(self) -> int:
@@ -56,6 +75,8 @@ class Stream:
     def on_close(self) -> None:
         self.closed = True
         self._can_write.set()
+        if self._sender is not None:
+            self._sender.cancel()
 
     async def recv(self) -> bytes:
         """The next WRTE payload from the host, acknowledged once taken."""
@@ -72,27 +93,65 @@ class Stream:
         return data
 
     async def write(self, data: bytes) -> None:
-        """Send `data` in WRTEs of at most maxdata bytes, each after the host's OKAY."""
-        async with self._write_lock:
-            for offset in range(0, len(data), self.maxdata):
+        """Queue `data` for the host (waiting while SOCKET_BUFFER bytes are queued);
+        StreamClosed once the host closed the stream or a send failed."""
+        while True:
+            self._raise_failure()
+            if self._out_bytes < SOCKET_BUFFER:
+                break
+            self._room.clear()
+            await self._room.wait()
+        if data:
+            self._out.append(data)
+            self._out_bytes += len(data)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_queued())
+
+    async def write_records(self, records: Iterable[bytes]) -> None:
+        """Send records, packed into as few WRTEs as the host's OKAYs allow (adbutils reads
+        sync replies with bare `recv`: a record that fits in one WRTE is never split)."""
+        for record in records:
+            await self.write(record)
+
+    async def flush(self) -> None:
+        """Wait until everything written has been sent (StreamClosed if it cannot be)."""
+        sender = self._sender
+        if sender is not None:
+            await asyncio.wait([sender])
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self.closed:
+            raise StreamClosed
+        if self._failure is not None:
+            raise StreamClosed from self._failure
+
+    async def _send_queued(self) -> None:
+        try:
+            while self._out:
                 await self._can_write.wait()
                 if self.closed:
                     raise StreamClosed
                 self._can_write.clear()
-                chunk = data[offset : offset + self.maxdata]
+                chunk = self._take(self.maxdata)
                 await self.transport.send(Message(A_WRTE, self.local_id, self.remote_id, chunk))
+                self._room.set()
+        except (StreamClosed, ConnectionError) as exc:
+            self._failure = exc
+        finally:
+            self._room.set()
 
-    async def write_records(self, records: Iterable[bytes]) -> None:
-        """Send records packed into as few WRTEs as possible, never splitting a record
-        that fits in one (adbutils reads sync replies with bare `recv`)."""
-        batch = bytearray()
-        for record in records:
-            if batch and len(batch) + len(record) > self.maxdata:
-                await self.write(bytes(batch))
-                batch.clear()
-            batch += record
-        if batch:
-            await self.write(bytes(batch))
+    def _take(self, limit: int) -> bytes:
+        """The queued writes that fit in `limit` bytes, whole; else the first one's head."""
+        chunk = bytearray()
+        while self._out and len(chunk) + len(self._out[0]) <= limit:
+            chunk += self._out.popleft()
+        if not chunk:
+            head = self._out[0]
+            chunk += head[:limit]
+            self._out[0] = head[limit:]
+        self._out_bytes -= len(chunk)
+        return bytes(chunk)
 
 
 Service = Callable[[Stream], Awaitable[None]]

@@ -172,6 +172,7 @@ class Transport:
     async def _serve(self, stream: Stream, service: Service, name: str) -> None:
         try:
             await service(stream)
+            await stream.flush()  # its last writes before the CLSE
         except (StreamClosed, ConnectionError):
             log.debug("stream %d (%s): host went away", stream.local_id, name)
         except Exception:

@@ -61,9 +61,10 @@ class LineServer:
         self.clients[-1].sendall(data)
 
     def drop_clients(self) -> None:
-        for client in self.clients:
+        # the list is swapped before the closes: a reader quick to reconnect lands in the new one
+        dropped, self.clients = self.clients, []
+        for client in dropped:
             client.close()
-        self.clients.clear()
 
     def close(self) -> None:
         self.drop_clients()

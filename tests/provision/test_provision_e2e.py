@@ -234,6 +234,25 @@ def test_hil_flash_takes_a_board_left_in_its_bootloader(
     assert _stored(board)["system.img"] == hashlib.sha256((images / "system_b.img").read_bytes()).hexdigest()
 
 
+def test_a_board_slow_to_shut_down_is_waited_for_not_taken_as_failed(
+        tmp_path: Path, images: Path, adb_server: AdbServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Android's shutdown after `adb reboot bootloader` can outlast the idle timeout: the board
+    is still `device` 3 s later. hil waits for it up to the boot limit instead of calling the
+    reboot failed (and, with no power control, the flash failed)."""
+    with start_virtual_board(tmp_path / "board", "E9955", "provision-slow",
+                             ["--reboot-seconds", "0.3", "--shutdown-seconds", "3"]) as slow:
+        inventory = _inventory(tmp_path / "inventory.yaml", slow, "b")
+        (tmp_path / "system_b.img").symlink_to(images / "system_b.img")
+        (tmp_path / "vendor_b.img").symlink_to(images / "vendor_b.img")
+        code = main(["flash", "--inventory", str(inventory), "--idle-timeout", "1", "--boot-timeout", "20"])
+        lines = capsys.readouterr().out.splitlines()
+        assert code == 0, lines
+        assert re.fullmatch(r"a: reboot bootloader: ok \([\d.]+ s\) adb reboot bootloader", lines[1]), lines
+        assert lines[-1].startswith("a: flashed vendor, system; build 'samsung/hil_virtual/")
+        assert lines[-1].endswith(f" -> {FP_B!r}")
+        assert _stored(slow)["system.img"] == hashlib.sha256((images / "system_b.img").read_bytes()).hexdigest()
+
+
 @pytest.mark.parametrize("bootloader_command", [True, False], ids=["bootloader-command", "plain-cycle"])
 def test_a_board_adb_cannot_reach_is_flashed_through_its_power_control(
         board: VirtualBoardProcess, images: Path, restore: None,

@@ -20,7 +20,7 @@ import pytest
 from hil.adbserver import AdbServer
 from hil.errors import UsageError
 from hil.virtual.faults import Fault, parse_fault
-from hil.virtual.images import ImageError, build_properties, unsparse
+from hil.virtual.images import WRITE_BLOCK, FlashStore, ImageError, build_properties, unsparse
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from tests.adb_lab import device_state, wait_for
 
@@ -356,3 +356,22 @@ def test_a_sparse_image_keeps_what_its_dont_care_blocks_cover() -> None:
     struct.pack_into("<I", lying, 16, 3)  # the header says 3 blocks; a chunk says 2**30
     with pytest.raises(ImageError, match="chunks exceed its blocks"):
         unsparse(bytes(lying))
+
+
+def test_a_power_cut_mid_write_leaves_the_new_head_over_the_old_tail(tmp_path: Path) -> None:
+    store = FlashStore(tmp_path)
+    old = b"\x11" * (3 * WRITE_BLOCK)
+    new = b"\x22" * (3 * WRITE_BLOCK + 10)
+    store.flash("vendor", old)
+    before = store.build("n", "d", "b")["ro.build.fingerprint"]
+    looks = iter([False, False, True])  # the power goes during the third block
+    with pytest.raises(ImageError, match=rf"power cut while writing 'vendor' \({2 * WRITE_BLOCK} of"):
+        store.flash("vendor", new, cut=lambda: next(looks))
+    assert store.path("vendor").read_bytes() == new[: 2 * WRITE_BLOCK] + old[2 * WRITE_BLOCK :]
+    torn = store.build("n", "d", "b")["ro.build.fingerprint"]
+    assert store.flash("vendor", new) == len(new)  # a whole flash mends it
+    assert store.path("vendor").read_bytes() == new
+    assert len({before, torn, store.build("n", "d", "b")["ro.build.fingerprint"]}) == 3
+    with pytest.raises(ImageError, match=r"\(0 of 1 bytes"):  # cut before anything: nothing written
+        store.flash("boot", b"\x33", cut=lambda: True)
+    assert not store.path("boot").exists()
