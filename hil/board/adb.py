@@ -155,6 +155,8 @@ class AdbBoard:
         """Case folders this board has run in (a second run there cleans up first)."""
         self.running_case: str | None = None
         """The folder of the case whose runner is running now (killed by `cleanup` after a stop)."""
+        self._sync: SyncSession | None = None
+        """The board's sync connection, kept from case to case (closed after a failed case)."""
 
     def _shell(
         self,
@@ -260,9 +262,10 @@ class AdbBoard:
     ) -> Execution:
         """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
 
-        Two adb connections and three round trips: one sync connection (`sync.SyncSession`)
-        takes the `.pte` and inputs up, carries the watchdog's probes while the runner runs
-        and brings the outputs and every `statistics.txt` down; one shell runs the case. It
+        One adb connection and three round trips: the board's sync connection
+        (`sync.SyncSession`, kept from case to case) takes the `.pte` and inputs up, carries
+        the watchdog's probes while the runner runs and brings the outputs and every
+        `statistics.txt` down; one shell (the case's connection) runs the case. It
         reads the board's thermal and clock state and waits for it to cool (`noise`,
         `thermal.py`), then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
         each invocation's timing line is one latency sample. `noise` None: the defaults.
@@ -283,19 +286,32 @@ class AdbBoard:
         if fresh:
             uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
+        if self._sync is not None and self._sync.device is not self.device:
+            self.close_sync()  # the board was reached anew (recovery): so is its sync link
+        reused = self._sync is not None
+        if self._sync is None:
+            self._sync = SyncSession(self.device, self.idle_timeout_s)
         try:
-            with SyncSession(self.device, self.idle_timeout_s) as sync:  # the case's one sync link
-                execution = self._run(sync, artifact, case_dir, uploads, remote_inputs, fresh,
-                                      host_out, iterations, warmup, noise)
-        except InfraError:
-            self._check_console()  # a crash on the console explains the failure best
+            execution = self._run(self._sync, reused, artifact, case_dir, uploads, remote_inputs,
+                                  fresh, host_out, iterations, warmup, noise)
+        except BaseException as exc:
+            self.close_sync()  # in an unknown state: the next case opens a new one
+            if isinstance(exc, InfraError):
+                self._check_console()  # a crash on the console explains the failure best
             raise
         self._check_console()
         return execution
 
+    def close_sync(self) -> None:
+        """Close the board's sync connection (a probe stuck on it ends at once)."""
+        sync, self._sync = self._sync, None
+        if sync is not None:
+            sync.close()
+
     def _run(
         self,
         sync: SyncSession,
+        reused: bool,
         artifact: Artifact,
         case_dir: str,
         uploads: list[tuple[Path | bytes, str, int]],
@@ -308,7 +324,14 @@ class AdbBoard:
     ) -> Execution:
         start = time.perf_counter()
         try:
-            sync.push(uploads)
+            try:
+                sync.push(uploads)
+            except (EOFError, BrokenPipeError, ConnectionResetError):
+                if not reused:
+                    raise
+                # the connection an earlier case left was cut since (a reconnect, a new adb
+                # server): the push again on a new one. A silent board times out instead.
+                sync.push(uploads)
         except (*ADB_ERRORS, SyncFailed) as exc:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start
@@ -466,6 +489,7 @@ class AdbBoard:
         runner still running a case (the run was stopped mid-case) is killed first, by the PID
         it recorded, rather than left to the board-side backstop."""
         running = self.running_case
+        self.close_sync()
         try:
             if running is not None:
                 self._shell([["cd", running], ["sh", "-c", _KILL_RECORDED]], timeout=30)

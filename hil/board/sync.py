@@ -1,10 +1,11 @@
-"""Many files through ONE adb sync connection, kept open for a whole case.
+"""Many files through ONE adb sync connection, kept open from case to case.
 
 adbutils opens a sync connection (and, for a push, a STAT before and after) per file; over
 USB every connection is a round trip, and every connection costs the adb server and hil
-CPU. adbd's sync service serves requests until QUIT (`file_sync_service.cpp`), so a case's
-`SyncSession` carries its `.pte` and inputs up, the liveness probes (a STAT) while its
-runner runs, and its outputs down: one sync connection a case, beside the run shell.
+CPU. adbd's sync service serves requests until QUIT (`file_sync_service.cpp`), so a board's
+`SyncSession` carries each case's `.pte` and inputs up, the liveness probes (a STAT) while
+its runner runs, and its outputs down: one sync connection a board (`AdbBoard.run` opens a
+new one after a failed case), beside each case's run shell.
 The connections are hil's own (`connection.py`: no version query, no sleep on close, Nagle
 off).
 """
@@ -49,6 +50,11 @@ class SyncSession:
         self._lock = threading.Lock()
         self._connection: ServiceConnection | None = None
         self._closed = False
+
+    @property
+    def device(self) -> adbutils.AdbDevice:
+        """The device it connects to."""
+        return self._device
 
     def _open(self) -> ServiceConnection:
         if self._closed:  # a probe that comes after the case: no connection of its own

@@ -163,7 +163,9 @@ class ResultsWriter:
         due = grown >= CHECKPOINT_GROWTH * self._journal_at_checkpoint
         if self._journal is not None and not due:
             return False
-        self.checkpoint()  # (after finish, a late change of the run's fields is written at once)
+        # after finish a late change of the run's fields is written at once, and durably as
+        # finish's own write was: no journal holds it any more
+        self.checkpoint(durable=self._journal is None)
         return True
 
     def _case_texts(self) -> Iterator[str]:

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root", type=Path, default=None,
         help="board folder: fs/ is the device's /, run/ its sockets and logs "
-        "(default: a new temporary folder)",
+        "(default: a new temporary folder, removed when the board exits)",
     )
     parser.add_argument(
         "--serial", default="hil-virtual", help="ro.serialno (default: hil-virtual)"
@@ -131,17 +132,7 @@ def run(args: argparse.Namespace) -> int:
         if not value >= 0:
             raise UsageError(f"{option} {value}: must be >= 0")
     images = _read_images(args.image)
-    root = args.root or Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))
-    for partition, data in images.items():
-        try:
-            FlashStore(root).flash(partition, data)
-        except ImageError as exc:
-            raise UsageError(f"--image {partition}=...: {exc}") from None
-    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
-                    runner_profile=args.runner_profile)
     device_time = parse_device_time(args.device_time) if args.device_time is not None else None
-    if device_time is not None:
-        device.properties[DEVICE_TIME_PROPERTY] = device_time
     if args.link not in LINKS:
         raise UsageError(f"--link {args.link}: expected one of {', '.join(LINKS)}")
     faults = FaultPlan()
@@ -152,6 +143,26 @@ def run(args: argparse.Namespace) -> int:
             now.append(spec)
         else:
             faults.add(fault)
+    if args.root is not None:
+        return _run_board(args, args.root, images, device_time, faults, now)
+    root = Path(tempfile.mkdtemp(prefix="hil-virtual-board-"))  # the board's own: gone with it
+    try:
+        return _run_board(args, root, images, device_time, faults, now)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_board(args: argparse.Namespace, root: Path, images: dict[str, bytes],
+               device_time: str | None, faults: FaultPlan, now: list[str]) -> int:
+    for partition, data in images.items():
+        try:
+            FlashStore(root).flash(partition, data)
+        except ImageError as exc:
+            raise UsageError(f"--image {partition}=...: {exc}") from None
+    device = Device(root, args.chipset, args.serial, vendor_lib=not args.no_vendor_lib,
+                    runner_profile=args.runner_profile)
+    if device_time is not None:
+        device.properties[DEVICE_TIME_PROPERTY] = device_time
     console = VirtualConsole(args.console)
     try:
         board = VirtualBoard(

@@ -50,9 +50,12 @@ def test_a_missing_file_is_none_and_the_rest_still_arrive(board_device, tmp_path
 
 
 @pytest.mark.slow
-def test_a_case_is_two_connections_and_the_runner_goes_up_once(
+def test_a_case_is_one_connection_and_the_runner_goes_up_once(
     adb_server, board_device, virtual_board, tmp_path
 ):
+    """The board's sync connection is kept from case to case: a case opens its run shell
+    only. A connection cut since the last case (the adb server dropped it: a reconnect of
+    the recovery ladder does the same) is replaced, and the case passes."""
     case = next(c for c in load_suite("smoke") if c.id == "add")
     artifact = build_artifact(case, "xnnpack", "E9955", tmp_path / "artifact")
     board = AdbBoard("rt", virtual_board.address, board_device, "rt-run", VIRTUAL_RUNNER, 60)
@@ -63,7 +66,12 @@ def test_a_case_is_two_connections_and_the_runner_goes_up_once(
         assert execution.exit_code == 0, execution.stderr
         assert all(path is not None for path in execution.outputs)
     opened = streams(virtual_board.root)[before:]
-    assert opened == ["sync", "shell,v2"] * 3
+    assert opened == ["sync", "shell,v2", "shell,v2", "shell,v2"]
+    adb_server.disconnect(virtual_board.address)  # every connection to the board is cut
+    board.device = adb_server.connect(virtual_board.address, timeout=30)
+    execution = board.run(artifact, "after", tmp_path / "after", iterations=1, warmup=0)
+    assert execution.exit_code == 0, execution.stderr
+    assert streams(virtual_board.root)[before + len(opened):] == ["sync", "shell,v2"]
     board.cleanup()
 
 
@@ -84,7 +92,7 @@ def test_a_long_case_is_probed_on_its_own_sync_connection(
     assert execution.exit_code == 0, execution.stderr
     assert execution.timings_s["exec"] > 2 * PROBE_AFTER_S  # long enough for probes
     assert all(path is not None for path in execution.outputs)
-    assert streams(virtual_board.root)[before:] == ["sync", "shell,v2"]
+    assert streams(virtual_board.root)[before:] == ["sync", "shell,v2"]  # the board's first case
     virtual_board.control("fault clear", applied_within=30)
     board.cleanup()
 

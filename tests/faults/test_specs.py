@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -72,8 +75,25 @@ def test_clearing_one_kind_keeps_the_others_armed() -> None:
     assert [f.kind for f in plan.fire("exec")] == ["hang"]  # its count was kept
 
 
-def test_virtual_board_rejects_a_bad_fault_with_exit_3() -> None:
+def test_virtual_board_rejects_a_bad_fault_with_exit_3(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "hil", "virtual-board", "--fault", "drop"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 3
     assert done.stderr == "hil: error: --fault 'drop': on=?: expected one of push, exec, pull, now\n"
+    assert list(tmp_path.iterdir()) == []  # no board folder made for a board that never ran
+
+
+def test_a_board_without_root_removes_its_temporary_folder_when_it_exits(tmp_path: Path) -> None:
+    board = subprocess.Popen([sys.executable, "-m", "hil", "virtual-board", "--port", "0"],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        assert board.stdout is not None
+        ready = board.stdout.readline().decode()
+        root = Path(re.search(r" root=(\S+) ", ready).group(1))  # type: ignore[union-attr]
+        assert root.parent == tmp_path and (root / "fs").is_dir()
+    finally:
+        board.send_signal(signal.SIGTERM)
+        assert board.wait(timeout=60) == 0
+    assert not root.exists()
