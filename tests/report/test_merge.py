@@ -172,17 +172,16 @@ def _hil_run(out: Path, *args: str, env: dict[str, str] | None = None) -> subpro
 
 @pytest.mark.slow
 def test_three_real_shards_merge_into_the_unsharded_run(tmp_path: Path) -> None:
-    """Four real `hil run`s on virtual boards at once (shards 1/3, 2/3, 3/3 and the whole, the
-    latter as in GitHub Actions), then `hil merge` of the shards; ~1 min on 2 cores."""
+    """Four real `hil run`s on virtual boards: the whole (as in GitHub Actions), then shards
+    1/3, 2/3 and 3/3 at once, from the artifact cache the whole filled (as a sharded CI job
+    restores it); then `hil merge` of the shards."""
     summary = tmp_path / "step_summary.md"
     github = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
-    runs = {"whole": (), **{f"shard{i}": ("--shard", f"{i}/3") for i in (1, 2, 3)}}
-    with ThreadPoolExecutor(len(runs)) as pool:
-        futures = {
-            name: pool.submit(_hil_run, tmp_path / name, *args, env=github if name == "whole" else None)
-            for name, args in runs.items()
-        }
-        done = {name: future.result() for name, future in futures.items()}
+    done = {"whole": _hil_run(tmp_path / "whole", env=github)}
+    shards = {f"shard{i}": ("--shard", f"{i}/3") for i in (1, 2, 3)}
+    with ThreadPoolExecutor(len(shards)) as pool:
+        futures = {name: pool.submit(_hil_run, tmp_path / name, *args) for name, args in shards.items()}
+        done |= {name: future.result() for name, future in futures.items()}
     expected = {"whole": 1, "shard1": 1, "shard2": 0, "shard3": 0}  # export_differs is in shard 1
     for name, result in done.items():
         assert "Traceback" not in result.stderr, f"{name} crashed: {result.stderr}"
