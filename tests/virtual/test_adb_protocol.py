@@ -264,6 +264,47 @@ def test_board_waits_for_okay_and_honours_maxdata_and_checksums(
         host.sock.close()
 
 
+def test_replies_written_while_a_wrte_awaits_its_okay_go_out_together(
+    virtual_board: VirtualBoardProcess,
+) -> None:
+    """Like adbd, the board sends what a service wrote while the host had not yet
+    acknowledged the last WRTE together in the next one: a command's lines written while the
+    host holds back its OKAY arrive in one WRTE after it; three pushed files in one host WRTE
+    get their three OKAYs in fewer than three."""
+    host = _RawHost(virtual_board.address, protocol.VERSION_CHECKSUMMED, 4096)
+    try:
+        host.receive()  # CNXN
+        host.send(Message(A_OPEN, 7, 0, b"exec:echo first; sleep 0.3; echo second; echo third\0"))
+        okay, _ = host.receive()
+        first, _ = host.receive()
+        assert (first.command, first.data) == (A_WRTE, b"first\n")
+        assert host.nothing_within(0.8), "a second WRTE came before our OKAY"  # both written meanwhile
+        host.send(Message(A_OKAY, 7, okay.arg0))
+        rest, _ = host.receive()
+        assert (rest.command, rest.data) == (A_WRTE, b"second\nthird\n")
+
+        host.send(Message(A_OPEN, 9, 0, b"sync:\0"))
+        okay, _ = host.receive()
+        while okay.arg1 == 7:  # the command's end: its exit's CLSE
+            okay, _ = host.receive()
+        assert (okay.command, okay.arg1) == (A_OKAY, 9)
+        requests = b""
+        for name in ("a", "b", "c"):
+            path = f"{TMP}/together/{name}.txt".encode()
+            requests += b"SEND" + struct.pack("<I", len(path) + 6) + path + b",33188"
+            requests += b"DATA" + struct.pack("<I", 1) + name.encode() + b"DONE" + bytes(4)
+        host.send(Message(A_WRTE, 9, okay.arg0, requests))
+        replies: list[bytes] = []
+        while len(b"".join(replies)) < 24:
+            message, _ = host.receive()
+            if message.command == A_WRTE and message.arg1 == 9:
+                replies.append(message.data)
+                host.send(Message(A_OKAY, 9, okay.arg0))
+        assert b"".join(replies) == (b"OKAY" + bytes(4)) * 3 and len(replies) < 3
+    finally:
+        host.sock.close()
+
+
 def test_stdin_reaches_the_command(board_device: adbutils.AdbDevice) -> None:
     connection = board_device.open_shell(f"head -n 1 > {TMP}/stdin.txt; echo done")
     try:
