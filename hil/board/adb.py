@@ -288,12 +288,11 @@ class AdbBoard:
         self._console_mark = self.console.mark() if self.console is not None else 0
         if self._sync is not None and self._sync.device is not self.device:
             self.close_sync()  # the board was reached anew (recovery): so is its sync link
-        reused = self._sync is not None
         if self._sync is None:
             self._sync = SyncSession(self.device, self.idle_timeout_s)
         try:
-            execution = self._run(self._sync, reused, artifact, case_dir, uploads, remote_inputs,
-                                  fresh, host_out, iterations, warmup, noise)
+            execution = self._run(self._sync, artifact, case_dir, uploads, remote_inputs, fresh,
+                                  host_out, iterations, warmup, noise)
         except BaseException as exc:
             self.close_sync()  # in an unknown state: the next case opens a new one
             if isinstance(exc, InfraError):
@@ -311,7 +310,6 @@ class AdbBoard:
     def _run(
         self,
         sync: SyncSession,
-        reused: bool,
         artifact: Artifact,
         case_dir: str,
         uploads: list[tuple[Path | bytes, str, int]],
@@ -324,14 +322,7 @@ class AdbBoard:
     ) -> Execution:
         start = time.perf_counter()
         try:
-            try:
-                sync.push(uploads)
-            except (EOFError, BrokenPipeError, ConnectionResetError):
-                if not reused:
-                    raise
-                # the connection an earlier case left was cut since (a reconnect, a new adb
-                # server): the push again on a new one. A silent board times out instead.
-                sync.push(uploads)
+            sync.push(uploads)  # (on a new connection when the one an earlier case left was cut)
         except (*ADB_ERRORS, SyncFailed) as exc:
             raise InfraError(f"{self.name}: push failed: {type(exc).__name__}: {exc}") from exc
         push_s = time.perf_counter() - start

@@ -184,7 +184,7 @@ class Recovery:
         if rung is Rung.RECONNECT:
             self._wait_booted(self.idle_s)  # a board that rebooted by itself needs the wait
         elif rung is Rung.REBOOT:
-            self._reboot("", self.boot_s)
+            self.reboot_to("", self.boot_s)
             self._wait_booted(self.boot_s)
         elif rung is Rung.POWER_CYCLE:
             assert self.power is not None
@@ -221,7 +221,7 @@ class Recovery:
         except (InfraError, *ADB_ERRORS) as exc:
             return str(exc) or type(exc).__name__
 
-    def _reboot(self, target: str, leave_s: float) -> None:
+    def reboot_to(self, target: str, leave_s: float) -> None:
         """`adb reboot [TARGET]` (the `reboot:TARGET` service, which an unrooted shell user
         may use; TARGET `bootloader` enters fastboot), then wait until the board has left
         state `device`, at most `leave_s`: Android shuts down first, which on a real board
@@ -241,11 +241,6 @@ class Recovery:
             if time.monotonic() > deadline:
                 raise InfraError(f"{self.board.address}: still 'device' {leave_s:g} s after reboot")
             time.sleep(POLL_S)
-
-    def reboot_to(self, target: str, limit_s: float) -> None:
-        """`adb reboot TARGET` (`bootloader`: fastboot), returning once the board has left adb
-        (within `limit_s`)."""
-        self._reboot(target, limit_s)
 
     def wait_booted(self, limit_s: float) -> None:
         """Reconnect until the board is `device` with `sys.boot_completed=1` (InfraError past

@@ -76,14 +76,26 @@ class SyncSession:
         Every file goes out before the first acknowledgement is read (as `adb push` of
         several files does): one wait for the board, not one per file. adbd answers each
         `DONE` in order and ends the session after a FAIL, so the first FAIL names the file.
+        A connection an earlier call opened that proves cut at once (EOF, reset, broken
+        pipe: a reconnect or a new adb server since) is replaced once; a silent board still
+        times out.
         """
         with self._lock:
-            connection = self._open()
+            earlier = self._connection is not None
             try:
-                return _push(connection, files)
-            except BaseException:
-                self._drop()
-                raise
+                return self._push_once(files)
+            except (EOFError, BrokenPipeError, ConnectionResetError):
+                if not earlier:
+                    raise
+            return self._push_once(files)
+
+    def _push_once(self, files: Sequence[tuple[Path | bytes, str, int]]) -> int:
+        connection = self._open()
+        try:
+            return _push(connection, files)
+        except BaseException:
+            self._drop()
+            raise
 
     def stat(self, path: str) -> int:
         """The mode of `path` (0 when it does not exist): the liveness probe adbd answers

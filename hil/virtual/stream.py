@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from hil.virtual.protocol import A_OKAY, A_WRTE, Message
@@ -94,7 +94,8 @@ class Stream:
 
     async def write(self, data: bytes) -> None:
         """Queue `data` for the host (waiting while SOCKET_BUFFER bytes are queued);
-        StreamClosed once the host closed the stream or a send failed."""
+        StreamClosed once the host closed the stream or a send failed. A write that fits in
+        one WRTE is never split (adbutils reads sync replies with bare `recv`)."""
         while True:
             self._raise_failure()
             if self._out_bytes < SOCKET_BUFFER:
@@ -106,12 +107,6 @@ class Stream:
             self._out_bytes += len(data)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_queued())
-
-    async def write_records(self, records: Iterable[bytes]) -> None:
-        """Send records, packed into as few WRTEs as the host's OKAYs allow (adbutils reads
-        sync replies with bare `recv`: a record that fits in one WRTE is never split)."""
-        for record in records:
-            await self.write(record)
 
     async def flush(self) -> None:
         """Wait until everything written has been sent (StreamClosed if it cannot be)."""

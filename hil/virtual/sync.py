@@ -58,7 +58,8 @@ async def serve_sync(stream: Stream, device: Device) -> None:
         elif request in (b"STA2", b"LST2"):
             await stream.write(_stat_v2(device, path, request, follow=request == b"STA2"))
         elif request in (b"LIST", b"LIS2"):
-            await stream.write_records(_list(device, path, v2=request == b"LIS2"))
+            for record in _list(device, path, v2=request == b"LIS2"):
+                await stream.write(record)
         elif request == b"SEND":
             fired = stream.transport.board.fire("push", path.rpartition(",")[0])
             if any(fault.kind == "drop" for fault in fired):
@@ -239,7 +240,8 @@ async def _recv(stream: Stream, device: Device, path: str) -> bool:
         yield b"DONE" + bytes(4)
 
     try:
-        await stream.write_records(records())
+        for record in records():
+            await stream.write(record)
     except _ReadFailed as exc:
         await _fail(stream, f"read failed: {exc}")
         return False
