@@ -132,11 +132,15 @@ class SerialConsole:
         self._thread.start()
         return self
 
-    def _connect(self) -> serial.SerialBase:
+    def _connect(self, reopen: bool = False) -> serial.SerialBase:
+        """Open the port. At the first open what waited in its buffer predates this run and
+        is dropped; at a reopen it is what the board wrote since (a console server sends it
+        as soon as the connection is up, possibly a crash line) and is kept."""
         try:
             port = serial.serial_for_url(self.url, baudrate=self.baudrate,
                                          timeout=_READ_TIMEOUT_S)
-            port.reset_input_buffer()  # what waited in the buffer predates this run
+            if not reopen:
+                port.reset_input_buffer()
             if hasattr(port, "cancel_read"):
                 port.timeout = _CANCELLABLE_READ_TIMEOUT_S
         except (serial.SerialException, OSError, ValueError) as exc:
@@ -154,7 +158,7 @@ class SerialConsole:
                 if self._stop.wait(REOPEN_S):
                     break
                 try:
-                    self._port = self._connect()
+                    self._port = self._connect(reopen=True)
                     log.info("console %s: reopened", self.url)
                 except InfraError as exc:
                     log.debug("%s", exc)
