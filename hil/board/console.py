@@ -134,8 +134,9 @@ class SerialConsole:
 
     def _connect(self, reopen: bool = False) -> serial.SerialBase:
         """Open the port. At the first open what waited in its buffer predates this run and
-        is dropped; at a reopen it is what the board wrote since (a console server sends it
-        as soon as the connection is up, possibly a crash line) and is kept."""
+        is dropped; at a reopen it is what the board wrote since (possibly a crash line) and
+        is kept. (pyserial's `socket://` open itself discards what arrives before it
+        returns: a console server's replay at a reconnect is lost there.)"""
         try:
             port = serial.serial_for_url(self.url, baudrate=self.baudrate,
                                          timeout=_READ_TIMEOUT_S)
