@@ -53,6 +53,10 @@ _SERVER = re.compile(r"^([A-Za-z0-9.-]{1,253}):(\d{1,5})$")
 _RESERVED_PORTS = {DEFAULT_PORT, *range(5554, 5586)}
 """The default server port and the emulator ports a starting server probes."""
 _POLL = 0.05
+_VANISHED_S = 1.0
+"""How long a transport may stay listed after `adb disconnect`, or unlisted after `adb
+connect` answered, before hil goes on (the server removes a kicked transport in its main
+loop, after it has answered)."""
 
 
 class _NoSpawnConnection(AdbConnection):
@@ -199,8 +203,40 @@ class _Server:
 
     def connect(self, address: str, timeout: float = 30.0) -> adbutils.AdbDevice:
         """`adb connect ADDRESS`, retried until it succeeds, then wait until the device
-        is in state `device`. InfraError when either does not happen within `timeout`."""
+        is in state `device`. InfraError when either does not happen within `timeout`.
+
+        A transport that vanishes after the answer is connected again: the server answers
+        "already connected to" while it still lists a transport it has kicked (an earlier
+        `adb disconnect`; the removal is posted to its main loop, `remove_transport` in
+        adb/transport.cpp), and then drops it."""
         deadline = time.monotonic() + timeout
+        while True:
+            self._connect_once(address, deadline)
+            device = self._client.device(serial=address)
+            gone_since: float | None = None
+            while True:
+                try:
+                    state = device.get_state()
+                except (AdbError, OSError) as exc:
+                    state = str(exc)
+                if state == "device":
+                    return device
+                check_state(address, state)
+                now = time.monotonic()
+                if now > deadline:
+                    raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
+                if "not found" not in state:
+                    gone_since = None
+                elif gone_since is None:
+                    gone_since = now
+                elif now - gone_since > _VANISHED_S:
+                    log.info("%s: not listed %.1f s after adb connect: connecting again",
+                             address, now - gone_since)
+                    break
+                time.sleep(_POLL)
+
+    def _connect_once(self, address: str, deadline: float) -> None:
+        """`adb connect ADDRESS` until the server says connected (InfraError past `deadline`)."""
         while True:
             try:
                 answer = self._client.connect(address, timeout=max(1.0, deadline - time.monotonic()))
@@ -208,33 +244,30 @@ class _Server:
                 raise InfraError(f"{self.describe()}: {exc}") from exc
             if answer.startswith(("connected to", "already connected to")):
                 self._connected(address, fresh=answer.startswith("connected to"))
-                break
+                return
             check_state(address, answer)
             if time.monotonic() > deadline:
                 raise InfraError(f"adb connect {address}: {answer}")
             time.sleep(_POLL * 4)
-        device = self._client.device(serial=address)
-        while True:
-            try:
-                state = device.get_state()
-            except (AdbError, OSError) as exc:
-                state = str(exc)
-            if state == "device":
-                return device
-            check_state(address, state)
-            if time.monotonic() > deadline:
-                raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
-            time.sleep(_POLL)
 
     def _connected(self, address: str, fresh: bool) -> None:
         """Hook: `address` is connected (`fresh`: by this call, not before)."""
 
     def disconnect(self, address: str) -> None:
-        """`adb disconnect ADDRESS`; no error when it was not connected."""
+        """`adb disconnect ADDRESS`, returning once the server no longer lists it (at most
+        `_VANISHED_S`: the server answers before its main loop has removed the transport,
+        and an `adb connect` in between is answered "already connected to"); no error when
+        it was not connected."""
         try:
             self._client.disconnect(address)
         except OSError as exc:
             raise InfraError(f"{self.describe()}: {exc}") from exc
+        deadline = time.monotonic() + _VANISHED_S
+        while any(serial == address for serial, _state in self.devices()):
+            if time.monotonic() > deadline:
+                log.info("%s: still listed %g s after adb disconnect", address, _VANISHED_S)
+                return
+            time.sleep(_POLL)
 
 
 class LabAdbServer(_Server):

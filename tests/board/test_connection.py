@@ -3,6 +3,7 @@ virtual board: the answers adbutils would give, and its error types."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import adbutils
@@ -42,3 +43,45 @@ def test_a_refused_push_among_several_names_its_file_and_the_rest_still_work(
     assert push_files(board_device, files) == 3 * 5000
     pulled = pull_files(board_device, [remote for _, remote, _ in files])
     assert [pulled[remote] for _, remote, _ in files] == [local.read_bytes() for local, _, _ in files]
+
+
+
+def test_disconnect_returns_once_the_server_has_dropped_the_board_and_connect_brings_it_back(
+    adb_server, virtual_board, board_device
+) -> None:
+    """The recovery's reconnect (a dropped transport, then `adb disconnect` and `adb connect`
+    at once), repeated: the server never lists the board after `disconnect` returned, and
+    `connect` always leaves it in state `device`, whether the server had reconnected the
+    dropped transport by itself (it does, after about a second) or not yet."""
+    address = virtual_board.address
+    for round_ in range(4):
+        virtual_board.control("fault drop,on=now", applied_within=30)
+        if round_ % 2:
+            time.sleep(1.5)  # the server's own reconnect has brought the old transport back
+        adb_server.disconnect(address)
+        assert address not in [serial for serial, _state in adb_server.devices()], round_
+        device = adb_server.connect(address, 30)
+        assert device.get_state() == "device"
+        assert device.shell(["echo", "back"]).strip() == "back"
+
+
+def test_a_transport_that_vanishes_after_already_connected_is_connected_again(
+    adb_server, virtual_board, board_device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers "already connected to" for a transport it is about to remove (one
+    kicked by a disconnect whose removal its main loop has not run yet); connect must not
+    wait its whole limit on a board the server no longer lists. The interleaving is made
+    exact here: the old transport is kicked right after the server's answer."""
+    address = virtual_board.address
+    answers: list[bool] = []
+
+    def kick_after_the_answer(connected: str, fresh: bool) -> None:
+        answers.append(fresh)
+        if not fresh and len(answers) == 1:
+            adb_server.client.disconnect(address)  # adbutils' own: no wait for the removal
+
+    monkeypatch.setattr(adb_server, "_connected", kick_after_the_answer)
+    virtual_board.control("fault drop,on=now", applied_within=30)  # listed, offline
+    device = adb_server.connect(address, 8)
+    assert answers == [False, True]  # "already connected to", then "connected to"
+    assert device.shell(["echo", "back"]).strip() == "back"
