@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import Any
 
 from hil.adbserver import AdbServer
-from hil.board.adb import RUNNER_NAME, RUNNER_PATH, AdbBoard, folder_markers
+from hil.board.adb import AdbBoard
 from hil.board.commands import device_command
+from hil.board.invocation import RUNNER_NAME, RUNNER_PATH, folder_markers
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.cases.case import Case

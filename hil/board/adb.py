@@ -2,8 +2,8 @@
 
 Device commands are argument lists quoted and joined with `&&` (`commands.py`); nothing a
 case or a user supplies reaches a shell unquoted, and every name hil puts in a device path
-passes `safe_name`. What a case's invocations produced comes back as an `Execution`
-(`execution.py`). Everything a run writes lives in its workdir
+passes `safe_name`. A case's run shell is written by `invocation.py`; what its invocations
+produced comes back as an `Execution` (`execution.py`). Everything a run writes lives in its workdir
 `/data/local/tmp/hil/<run-id>/`, removed by `cleanup()`; only the runner stays, at
 `/data/local/tmp/hil/bin/`, so it is pushed again only when its sha256 changes.
 
@@ -35,8 +35,19 @@ from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
 from hil.board.execution import Execution, latency_record, memory_record
+from hil.board.invocation import (
+    BACKSTOP_STATUS,
+    DEVICE_ROOT,
+    INVOCATION_MARKER,
+    KILL_RECORDED,
+    PEAK_RSS,
+    RUNNER_PATH,
+    RUNS_FOLDER,
+    folder_markers,
+    run_chain,
+)
 from hil.board.sync import SyncFailed, SyncSession, push_files
-from hil.board.thermal import parse_state, thermal_script, waiting_line
+from hil.board.thermal import parse_state, waiting_line
 from hil.board.watchdog import bounded, supervise
 from hil.errors import InfraError
 from hil.latency import stability
@@ -48,54 +59,14 @@ if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards
 
 log = logging.getLogger(__name__)
 
-DEVICE_ROOT = "/data/local/tmp/hil"
-RUNNER_NAME = "enn_executor_runner"
-RUNNER_PATH = posixpath.join(DEVICE_ROOT, "bin", RUNNER_NAME)
-"""Where the runner lives on a board, across runs: pushed only when its sha256 differs."""
 LOGCAT_LINES = 200
 """Lines of `logcat -d` attached to a result that did not pass."""
-PID_FILE = "runner.pid"
-RUNS_FOLDER = "runs"
-"""Under a case's folder, `runs/<i>/` is invocation i's current folder: where the runner
-writes its `statistics.txt`, so that every invocation keeps its own without a process to
-move it."""
-INVOCATION_MARKER = "hil: runner invocation"
-"""The stderr line hil prints before each runner invocation of a case: it separates the
-invocations' logs, and its absence after a failure means the run shell's own setup failed."""
-_INVOKE = f'echo $$ > "$1" && shift && echo "{INVOCATION_MARKER}" >&2 && exec "$@"'
-"""Constant script run as `sh -c SCRIPT sh PID_FILE RUNNER ARGS...`: records the runner's
-PID (the shell execs into the runner) so the host can kill exactly it, and marks the
-invocation."""
-_LOOP = ('n=$1 base=$2 && shift 2 && i=0 && while [ "$i" -lt "$n" ]; do '
-         'mkdir -p "$base/$i" && cd "$base/$i" && "$@" || exit; i=$((i + 1)); done')
-"""Constant script run as `sh -c SCRIPT sh N RUNS_FOLDER INVOCATION...`: the N invocations of a
-case whose unrolled chain would not fit in one shell request (`SHELL_REQUEST_BUDGET`); it stops
-at the first that fails, with its exit status, as the `&&` chain does."""
-SHELL_REQUEST_BUDGET = 16 * 1024
-"""Largest run shell command sent unrolled. The adb server takes a service request of at most
-65,535 bytes (its length is 4 hex digits: AOSP `adb/adb_io.cpp` `SendProtocolString`); one
-invocation is about 600 bytes, so `--iterations 110` or more used to fail with `closed`."""
-FOLDER_MARKER = ".hil-folder"
-"""The empty file pushed into each folder a case needs (`folder_markers`)."""
-_KILL_RECORDED = 'kill -KILL "$(cat runner.pid)"'
-PEAK_RSS = ("command", "time", "-v")
-"""Prefix of each invocation on a board whose `time -v` works (toybox, `toys/posix/time.c`:
-`wait4()`'s `ru_maxrss` printed as `Max RSS (KiB): N` on stderr when the child ends).
-`command` makes the shell look `time` up as a program: in mksh and bash `time` is a
-keyword. It wraps `timeout`, whose own `wait` takes the runner's usage in (`ru_maxrss` of a
-process covers its reaped children), so the backstop still signals the runner itself, and
-toybox `timeout` exits 128+N for a runner killed by signal N, which `time` passes on."""
 ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSError)
 """What adbutils raises when a board or the link fails (see reference/adb-protocol.md)."""
 
 CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 """Where the chipset is read from, in order of trust."""
 
-BACKSTOP_STATUS = 124
-"""What `timeout` (toybox, coreutils) exits with when its time ran out and its TERM ended the
-runner: the board-side backstop fired. (A runner killed by anyone else exits 128+N.)"""
-BACKSTOP_KILL_AFTER_S = 2
-"""Seconds the backstop waits after its TERM before it sends KILL."""
 CLEANUP_S = 30.0
 """The end-of-run removal of a board's workdir may take this long, plus CLEANUP_PER_CASE_S per
 case folder in it."""
@@ -402,41 +373,9 @@ class AdbBoard:
         self, case_dir: str, inputs: Sequence[str], iterations: int, warmup: int, noise: NoiseControl,
         fresh: bool = True,
     ) -> list[list[str]]:
-        """The argument lists of a case's run shell (joined with `&&`): unless `fresh` (the
-        push has just made the folders, `folder_markers`), clean the case's folder and make
-        them; read the board's state and wait for it to cool; then one runner invocation per
-        iteration, each in its own `runs/<i>/` folder."""
-        # The host kills the runner by its PID at the deadline. The board-side backstop ends an
-        # invocation that outlives it anyway (the kill failed, the host lost track) before the
-        # watchdog would call the board silent, so a hung runner stays a TIMEOUT.
-        backstop_s = self.timeout_s + self.idle_timeout_s / 2
-        invocation = [
-            *(PEAK_RSS if self.measures_rss else ()),
-            "timeout", "-k", str(BACKSTOP_KILL_AFTER_S), f"{backstop_s:g}",
-            "sh", "-c", _INVOKE, "sh", posixpath.join(case_dir, PID_FILE),
-            RUNNER_PATH,
-            "--model", posixpath.join(case_dir, "model.pte"),
-            "--input", " ".join(inputs),
-            "--output_path", posixpath.join(case_dir, "out"),
-            "--num_executions", "1",
-            "--warm_up", str(warmup),
-            "--dump_statistics",
-        ]  # fmt: skip
-        folders = [posixpath.join(case_dir, RUNS_FOLDER, str(index)) for index in range(iterations)]
-        runs: list[list[str]] = []
-        for folder in folders:
-            runs += [["cd", folder], invocation]
-        if fresh:  # the push made the folders (`folder_markers`)
-            setup = []
-        else:
-            setup = [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out", *folders]]
-        cool = ["eval", thermal_script(round(noise.cooldown_c * 1000), noise.cooldown_max_s)]
-        chain = [["cd", case_dir], *setup, cool, *runs]
-        if len(device_command(*chain)) <= SHELL_REQUEST_BUDGET:
-            return chain
-        setup = [] if fresh else [["rm", "-rf", "out", RUNS_FOLDER, PID_FILE], ["mkdir", "-p", "out"]]
-        loop = ["sh", "-c", _LOOP, "sh", str(iterations), posixpath.join(case_dir, RUNS_FOLDER), *invocation]
-        return [["cd", case_dir], *setup, cool, loop]
+        """This board's run shell for a case (`invocation.run_chain` with its limits)."""
+        return run_chain(case_dir, inputs, iterations, warmup, noise, fresh, timeout_s=self.timeout_s,
+                         idle_timeout_s=self.idle_timeout_s, measures_rss=self.measures_rss)
 
     def _announce_cooldown(self, chunk: bytes) -> None:
         """Log the board's cool-down line as it arrives (the wait can take minutes)."""
@@ -449,7 +388,7 @@ class AdbBoard:
         """Kill the runner of `case_dir` by the PID it recorded (InfraError when the board
         does not answer)."""
         log.warning("%s: runner past its deadline of %g s: killing it", self.name, self.timeout_s)
-        result = self._shell([["cd", case_dir], ["sh", "-c", _KILL_RECORDED]],
+        result = self._shell([["cd", case_dir], ["sh", "-c", KILL_RECORDED]],
                              timeout=self.idle_timeout_s)
         if result.returncode != 0:
             log.warning("%s: kill of the runner failed: %s", self.name, result.stderr.strip())
@@ -483,21 +422,13 @@ class AdbBoard:
         self.close_sync()
         try:
             if running is not None:
-                self._shell([["cd", running], ["sh", "-c", _KILL_RECORDED]], timeout=30)
+                self._shell([["cd", running], ["sh", "-c", KILL_RECORDED]], timeout=30)
             # `rm` says nothing until it is done: its time grows with the run's case folders
             # (3,125 a board after a 50,000-case run on 16 boards took longer than 30 s)
             self._shell([["rm", "-rf", self.workdir]],
                         timeout=CLEANUP_S + CLEANUP_PER_CASE_S * len(self._case_dirs))
         except InfraError as exc:
             log.warning("%s: cleanup of %s failed: %s", self.name, self.workdir, exc)
-
-
-def folder_markers(case_dir: str, iterations: int) -> list[tuple[bytes, str, int]]:
-    """Empty files whose push makes a case's `out/` and `runs/<i>/` folders: adbd creates the
-    parents of a pushed file (`fixed_push_mkdir`), in the connection that goes up anyway, so
-    the run shell needs no `mkdir` process."""
-    folders = ["out", *(posixpath.join(RUNS_FOLDER, str(i)) for i in range(iterations))]
-    return [(b"", posixpath.join(case_dir, folder, FOLDER_MARKER), 0o644) for folder in folders]
 
 
 def _last_line(text: str) -> str:

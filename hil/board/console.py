@@ -8,6 +8,13 @@ exactly the lines written while it ran (`mark()` then `excerpt(mark)`), and whet
 them shows the board crashing (`crash_line(mark)`): a kernel panic, an oops, a watchdog
 bite, an SError, an NPU/ENN fault. A lost port (unplugged adapter, closed socket) is
 reopened every second until `close()`.
+
+A local port (pyserial's posix `Serial`: a tty, a pty) is read from its file descriptor, as
+pyserial's own `read` does (`serial/serialposix.py`: `select`, then `os.read` of the fd it
+opened non-blocking): the reader sleeps until bytes arrive, and a case's look at the console
+reads what the port holds in the case's own thread, under the lock the reader reads under,
+so nothing written before it is left uncounted and no thread has to be woken for it. Other
+transports are read with pyserial's `read`, and a look waits for the reader.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
+import os
 import re
+import select
 import threading
 import time
 from collections.abc import Sequence
@@ -23,6 +32,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 import serial
+import serial.serialposix
 
 from hil.errors import InfraError
 
@@ -48,10 +58,10 @@ EXCERPT_LINES = 200
 REOPEN_S = 1.0
 """Seconds between attempts to reopen a lost port."""
 _READ_TIMEOUT_S = 0.02
-_CANCELLABLE_READ_TIMEOUT_S = 0.5
-"""The read timeout of a port whose read `_drain` can cut short (`cancel_read`): the reader
-wakes twice a second rather than 50 times (on 16 boards that was 800 wake-ups a second of
-hil's CPU); the log file lags by as much, what a case reads of the console does not."""
+"""The read timeout of a port read through pyserial (`socket://`, `rfc2217://`)."""
+_LOOK_BYTES = 1 << 20
+"""The most one look at a local port reads (a board flooding its console must not hold a
+case there): far more than a tty or pty buffers."""
 
 
 class Console(Protocol):
@@ -79,12 +89,13 @@ class Console(Protocol):
         ...
 
 
-def _waiting(port: serial.SerialBase | None) -> int:
-    """Bytes the port holds unread (0 when it cannot tell or is gone)."""
-    try:
-        return int(port.in_waiting) if port is not None else 0
-    except (serial.SerialException, OSError, ValueError):
-        return 0
+def _local_fd(port: serial.SerialBase) -> int | None:
+    """The file descriptor of a local port (pyserial's posix `Serial`, opened non-blocking),
+    which the console reads itself; None for a URL transport, or a port closed meanwhile."""
+    if isinstance(port, serial.serialposix.Serial):
+        fd = port.fd
+        return fd if isinstance(fd, int) and fd >= 0 else None
+    return None
 
 
 class ConsoleCrash(InfraError):
@@ -116,6 +127,10 @@ class SerialConsole:
         self._partial = b""
         self._cycles = 0
         self._cond = threading.Condition()
+        self._read_lock = threading.Lock()
+        """Held from a local port's read until its lines are taken."""
+        self._wake_r = self._wake_w = -1
+        """A pipe (from `open()`) through which `close()` wakes the reader's `select`."""
         self._stop = threading.Event()
         self._port: serial.SerialBase | None = None
         self._log: IO[str] | None = None
@@ -124,6 +139,7 @@ class SerialConsole:
     def open(self) -> SerialConsole:
         """Open the port (InfraError naming the URL when it cannot be) and start reading."""
         self._port = self._connect()
+        self._wake_r, self._wake_w = os.pipe()
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = self.log_path.open("a", encoding="utf-8", errors="replace")
@@ -142,8 +158,6 @@ class SerialConsole:
                                          timeout=_READ_TIMEOUT_S)
             if not reopen:
                 port.reset_input_buffer()
-            if hasattr(port, "cancel_read"):
-                port.timeout = _CANCELLABLE_READ_TIMEOUT_S
         except (serial.SerialException, OSError, ValueError) as exc:
             raise InfraError(f"console {self.url}: cannot open: {exc}") from exc
         return port
@@ -166,17 +180,47 @@ class SerialConsole:
                 self._cycle()
                 continue
             try:
-                data = port.read(4096)
-            except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
-                # TypeError/AttributeError: pyserial's socket:// read after a close
+                fd = _local_fd(port)
+                if fd is None:
+                    data = port.read(4096)
+                    if data:
+                        self._take(data)
+                else:
+                    readable, _, _ = select.select([fd, self._wake_r], [], [])
+                    if fd in readable:
+                        self._read_local()
+            except (serial.SerialException, OSError, TypeError, AttributeError, ValueError) as exc:
+                # TypeError/AttributeError: pyserial's socket:// read after a close;
+                # ValueError: a select on a port closed meanwhile
                 if self._stop.is_set():
                     break
                 log.warning("console %s: lost (%s); reopening every %.0f s", self.url, exc, REOPEN_S)
                 self._close_port()
-                data = b""
-            if data:
-                self._take(data)
             self._cycle()
+
+    def _read_local(self) -> None:
+        """Take every byte the local port holds now (SerialException when it reports its
+        end or an error: the port is gone). Read and taken under the read lock, which a
+        close takes too: when a caller returns, nothing it could have read is left read but
+        not counted, and no caller reads a descriptor closed (and perhaps reused) meanwhile."""
+        with self._read_lock:
+            fd = _local_fd(self._port) if self._port is not None else None
+            if fd is None:
+                return
+            total = 0
+            while total < _LOOK_BYTES:
+                try:  # pyserial's termios (VMIN 0) make an empty port read as b"": ask first
+                    if not select.select([fd], [], [], 0)[0]:
+                        return
+                    data = os.read(fd, 4096)
+                except BlockingIOError:
+                    return
+                except OSError as exc:
+                    raise serial.SerialException(f"read failed: {exc}") from exc
+                if not data:  # as pyserial: a disconnected device reads as ready but empty
+                    raise serial.SerialException("device reports readiness to read but returned no data")
+                self._take(data)
+                total += len(data)
 
     def _cycle(self) -> None:
         with self._cond:
@@ -196,26 +240,20 @@ class SerialConsole:
             self._log.flush()
 
     def _drain(self, timeout: float = 1.0) -> None:
-        """Make sure whatever the board wrote before now is counted. A local serial port or
-        pty (pyserial's posix `Serial`): cut the read in progress short (`cancel_read`) so
-        that it hands over what it has, again until the port holds no unread byte; this
-        costs about nothing, where waiting out two read timeouts cost 30-60 ms twice per
-        case (`scripts/bench.py`). Other transports: wait until the reader has finished a
-        full read started after this call."""
+        """Make sure whatever the board wrote before now is counted. A local port: read
+        what it holds, here (`_read_local`; a port found gone is left to the reader). Other
+        transports: wait until the reader has finished a full read started after this call
+        (at most `timeout`)."""
         port = self._port
-        cancel = getattr(port, "cancel_read", None)
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._cond:
-                target = self._cycles + (1 if cancel is not None else 2)
-            if cancel is not None:
-                cancel()
-            with self._cond:
-                self._cond.wait_for(lambda: self._cycles >= target or not self.ok,  # noqa: B023
-                                    max(0.0, deadline - time.monotonic()))
-            if cancel is None or not self.ok or not _waiting(port) or time.monotonic() > deadline:
-                return
-            time.sleep(0.001)  # the reader's next read takes what is waiting
+        if port is not None and _local_fd(port) is not None:
+            try:
+                self._read_local()
+            except (serial.SerialException, OSError):
+                pass  # the reader finds the port lost and reopens it
+            return
+        with self._cond:
+            target = self._cycles + 2
+            self._cond.wait_for(lambda: self._cycles >= target or not self.ok, timeout)
 
     def mark(self) -> int:
         if self.ok:
@@ -249,7 +287,8 @@ class SerialConsole:
         return None
 
     def _close_port(self) -> None:
-        port, self._port = self._port, None
+        with self._read_lock:
+            port, self._port = self._port, None
         if port is not None:
             try:
                 port.close()
@@ -258,12 +297,18 @@ class SerialConsole:
 
     def close(self) -> None:
         self._stop.set()
+        if self._wake_w >= 0:
+            os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._close_port()
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._wake_w >= 0:
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
 
     def __enter__(self) -> SerialConsole:
         return self.open()

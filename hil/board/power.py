@@ -12,7 +12,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import serial
 
@@ -42,15 +42,29 @@ class PowerControl(Protocol):
         ...
 
 
+@runtime_checkable
+class BootloaderPower(PowerControl, Protocol):
+    """A power control that can also power-cycle a board into its bootloader (a command
+    that holds the bootloader key or strap while it powers on)."""
+
+    @property
+    def enters_bootloader(self) -> bool:
+        """Whether `cycle_to_bootloader` is configured for this board."""
+        ...
+
+    def cycle_to_bootloader(self) -> None:
+        """Power off, then on into the bootloader (fastboot)."""
+        ...
+
+
 def cycle_to_bootloader(power: PowerControl) -> bool:
-    """Power-cycle into the board's bootloader when `power` knows how (a command that holds
-    the board's bootloader key or strap while it powers on: CommandPower's `bootloader`, the
-    virtual board's `power bootloader`); False, with nothing done, when it does not: a plain
-    cycle boots the board's OS."""
-    enter = getattr(power, "cycle_to_bootloader", None)
-    if enter is None or not getattr(power, "enters_bootloader", False):
+    """Power-cycle into the board's bootloader when `power` knows how (`BootloaderPower`
+    with it configured: CommandPower's `bootloader`, the virtual board's `power
+    bootloader`); False, with nothing done, when it does not: a plain cycle boots the
+    board's OS."""
+    if not isinstance(power, BootloaderPower) or not power.enters_bootloader:
         return False
-    enter()
+    power.cycle_to_bootloader()
     return True
 
 

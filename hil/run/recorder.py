@@ -60,7 +60,7 @@ class Recorder:
                 return  # the run has ended (a stop): a case cut short by it is not a result
             self._junit.add(self.writer.journal(record), self.writer.run)
             if self.writer.checkpoint_if_due():
-                self._junit.write(self.junit_path, self.writer.run, durable=False)  # valid after any stop
+                self._junit_follows()
             if self.on_record is not None:
                 self.on_record(record)
 
@@ -68,8 +68,13 @@ class Recorder:
         """Run fields learnt on the way (boards, flow, usable boards)."""
         with self._lock:
             self.meta.update(fields)
-            if self.writer.update_run(**fields) and not self.closed:  # results.json rewritten:
-                self._junit.write(self.junit_path, self.writer.run, durable=False)  # JUnit too
+            if self.writer.update_run(**fields) and not self.closed:
+                self._junit_follows()
+
+    def _junit_follows(self) -> None:
+        """results.json was rewritten: so is JUnit, from the spool (valid after any stop;
+        `close` writes the final one durably)."""
+        self._junit.write(self.junit_path, self.writer.run, durable=False)
 
     def close(self, status: str | None) -> None:
         """Every case into results.json with `status` (None: hil itself failed, it stays

@@ -89,7 +89,7 @@ class VirtualBoardProcess:
         self.control("power cycle")
 
     enters_bootloader = True
-    """`cycle_to_bootloader` works (hil.board.power.cycle_to_bootloader)."""
+    """`cycle_to_bootloader` works (a `hil.board.power.BootloaderPower`)."""
 
     def cycle_to_bootloader(self) -> None:
         """Power off, then on with the bootloader key held: the board comes up in its

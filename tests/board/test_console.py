@@ -94,6 +94,41 @@ def test_pty_lines_are_logged_and_excerpted_per_case(pty_pair, tmp_path: Path) -
     assert log.read_text().splitlines() == ["boot line 1", "boot line 2", "case line A", "case line B"]
 
 
+def test_a_look_at_a_local_port_counts_every_line_written_before_it_at_once(pty_pair) -> None:
+    """A case's look reads the port itself: a line written just before `mark()` is counted
+    by that very call, every time, whatever the reader thread was doing meanwhile."""
+    master, path = pty_pair
+    with SerialConsole(path) as console:
+        count = console.mark()
+        for index in range(300):
+            os.write(master, b"npu: step %d\r\n" % index)
+            assert console.mark() == count + 1, index
+            count += 1
+        os.write(master, b"[  9.9] Kernel panic - not syncing: Fatal exception\r\n")
+        assert console.crash_line(count) == "[  9.9] Kernel panic - not syncing: Fatal exception"
+
+
+def test_an_idle_local_console_does_not_wake_and_close_ends_its_reader(pty_pair) -> None:
+    """The reader of a local port sleeps until bytes arrive (no read timeout wakes it), and
+    `close()` wakes it to end."""
+    master, path = pty_pair
+    console = SerialConsole(path).open()
+    try:
+        os.write(master, b"one line\r\n")
+        _eventually(lambda: console.mark() == 1)
+        time.sleep(0.6)  # at most the reader's own wake-up for that line (the look read it first)
+        cycles = console._cycles
+        time.sleep(0.6)
+        assert console._cycles == cycles  # nothing arrived: the reader did not run
+        os.write(master, b"two\r\n")
+        _eventually(lambda: console._cycles > cycles)  # it wakes for bytes
+    finally:
+        thread = console._thread
+        console.close()
+    assert thread is not None and not thread.is_alive()
+    assert not console.ok
+
+
 @pytest.mark.parametrize("line", [
     "[  12.3] Kernel panic - not syncing: Fatal exception",
     "[  12.3] Unable to handle kernel NULL pointer dereference at virtual address 0000000000000008",

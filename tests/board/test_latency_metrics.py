@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hil.board.adb import INVOCATION_MARKER, SHELL_REQUEST_BUDGET, AdbBoard
+from hil.board.adb import AdbBoard
 from hil.board.commands import device_command
+from hil.board.invocation import INVOCATION_MARKER, SHELL_REQUEST_BUDGET
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.latency_plan import NoiseControl

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hil.board.adb import RUNNER_PATH, AdbBoard
+from hil.board.adb import AdbBoard
 from hil.board.commands import safe_name
+from hil.board.invocation import RUNNER_PATH
 from hil.board.preflight import VIRTUAL_RUNNER
 
 
