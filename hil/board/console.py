@@ -302,9 +302,10 @@ class SerialConsole:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._close_port()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        with self._read_lock:  # a case's look may be taking lines into the log
+            if self._log is not None:
+                self._log.close()
+                self._log = None
         if self._wake_w >= 0:
             os.close(self._wake_r)
             os.close(self._wake_w)

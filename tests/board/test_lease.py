@@ -126,6 +126,11 @@ def _second_waits_for_first(lab: dict[str, Any], tmp_path: Path) -> tuple[Any, .
     first, first_err = _start(lab, tmp_path / "first")
     _wait_for(lambda: _holds_the_lease(first) and _cases(tmp_path / "first"),
               "the first run to hold b1 and finish a case")
+    # slower still (about 30 s a case) until the test clears it: the first run must still
+    # hold b1 when the second, starting on a loaded machine, asks for it (with fewer adb
+    # messages a case, 0.1 s each no longer kept it busy that long)
+    lab["b1"].control("fault clear slow", applied_within=30)
+    lab["b1"].control("fault slow,delay=1", applied_within=30)
     second, second_err = _start(lab, tmp_path / "second")
     _wait_for(lambda: "busy, held by run" in second_err.read_text(), "the second run to wait")
     return first, first_err, second, second_err
