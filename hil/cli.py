@@ -103,6 +103,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser, out: str = "hil-out") ->
                         help="longest reboot or power cycle during recovery (default: 120)")
     parser.add_argument("--out", default=out, metavar="DIR",
                         help=f"folder for artifacts and outputs (default: {out})")
+    parser.add_argument("--keep-outputs", action="store_true",
+                        help="write every case's board outputs to OUT/cases/ (default: only those "
+                             "of cases that did not pass)")
     parser.add_argument("--junit", metavar="PATH", help="JUnit XML path (default: OUT/junit.xml)")
     parser.add_argument("--results", metavar="PATH",
                         help="results.json path (default: OUT/results.json)")

@@ -11,7 +11,7 @@ from typing import Any
 from hil.board.execution import Execution
 from hil.cases.case import Case
 from hil.checkers import CheckResult, cosine_similarity, run_checker
-from hil.lower.artifact import Artifact, read_raw
+from hil.lower.artifact import Artifact, raw_array
 from hil.runner.contract import Stage
 from hil.verdict import OutputComparison, Tolerance, Verdict, compare_output
 
@@ -109,11 +109,11 @@ def judge(case: Case, artifact: Artifact, execution: Execution) -> Judgement:
     if stopped is not None:
         return stopped
     actuals = []
-    for index, (path, meta) in enumerate(zip(execution.outputs, artifact.outputs, strict=True)):
-        if path is None:
+    for index, (data, meta) in enumerate(zip(execution.outputs, artifact.outputs, strict=True)):
+        if data is None:
             return Judgement(Verdict.FAIL_RUN, f"output {index}: the runner wrote no output_{index}.bin")
         try:
-            actuals.append(read_raw(path, meta))
+            actuals.append(raw_array(data, meta, f"output_{index}.bin"))
         except ValueError as exc:
             return Judgement(Verdict.FAIL_RUN, f"output {index}: {exc}")
     references = [artifact.read_reference(i) for i in range(len(artifact.outputs))]

@@ -164,7 +164,7 @@ class HilBoard:
             metas.append(TensorMeta(str(array.dtype), tuple(array.shape)))
         artifact = Artifact(folder=folder, flow="given", inputs=tuple(metas), outputs=outputs,
                             pte_bytes=len(data), delegated_calls=0)
-        execution = self.held.call(lambda board: board.run(artifact, f"pytest-{index}", folder / "out", 1, 0))
+        execution = self.held.call(lambda board: board.run(artifact, f"pytest-{index}", 1, 0))
         self._attach("hil_runner_log", execution.stdout + execution.stderr)
         if execution.exit_code != 0 or execution.timed_out or None in execution.outputs:
             logs = execution.logs
@@ -172,9 +172,8 @@ class HilBoard:
                                                             else "see hil_runner_log")
             raise RunFailed(f"{self.name}: the runner failed (exit {execution.exit_code}"
                             f"{', timed out' if execution.timed_out else ''}): {reason}")
-        return tuple(
-            torch.from_numpy(_read(path, meta)) for path, meta in zip(execution.outputs, outputs, strict=True)
-        )
+        pairs = zip(execution.outputs, outputs, strict=True)
+        return tuple(torch.from_numpy(_array(data, meta)) for data, meta in pairs)
 
     def _attach(self, name: str, value: object) -> None:
         item = self.config.stash.get(_ITEM, None)
@@ -213,8 +212,8 @@ def _output_meta(data: bytes) -> tuple[Any, ...]:
     return tuple(outputs)
 
 
-def _read(path: Path | None, meta: Any) -> Any:
+def _array(data: bytes | None, meta: Any) -> Any:
     import numpy as np
 
-    assert path is not None
-    return np.fromfile(path, dtype=meta.dtype).reshape(meta.shape).copy()
+    assert data is not None
+    return np.frombuffer(data, dtype=meta.dtype).reshape(meta.shape).copy()

@@ -286,7 +286,7 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                 benches[kind] = _Bench(process, device, board, MinimalClient(adb.port, process.address))
             shaped, bare = benches[link], benches["none"]
             for bench in benches.values():  # the first case of a board loads the delegate library
-                bench.board.run(artifacts[0], "warm", work / "warm", 1, 0)
+                bench.board.run(artifacts[0], "warm", 1, 0)
             costs: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
             for i, artifact in enumerate(artifacts):
                 hil: list[dict[str, float]] = []
@@ -298,7 +298,7 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                     order = ("hil", "min") if r % 2 == 0 else ("min", "hil")
                     for who in order:
                         if who == "hil":  # a fresh slot each time, as a run gives each case
-                            execution = shaped.board.run(artifact, f"c{i}h{r}", work / f"h{i}", 1, 0)
+                            execution = shaped.board.run(artifact, f"c{i}h{r}", 1, 0)
                             hil.append(execution.timings_s)
                             latency = execution.latency_ms
                         else:

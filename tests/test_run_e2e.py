@@ -88,6 +88,9 @@ def test_impossible_tolerance_is_a_mismatch_with_exit_1(tmp_path):
     failures = [tc for suite in JUnitXml.fromfile(str(junit)) for tc in suite if tc.result]
     assert [tc.name for tc in failures] == ["export_differs"]
     assert "max abs error 0.5" in failures[0].result[0].message
+    # the board's outputs are written for the case that did not pass, and only for it
+    (written,) = (tmp_path / "out" / "cases").glob("*/output-virtual-0/output_0.bin")
+    assert written.parent.parent.name == "c0001" and written.stat().st_size > 0  # export_differs
 
 
 def test_off_host_mode_passes_and_results_say_so(tmp_path):

@@ -12,8 +12,9 @@ board that still answers is killed by its PID (verdict FAIL_RUN, TIMEOUT); a boa
 stops answering for the idle timeout is an InfraError (ERROR_INFRA). A crash line on the
 board's console during a case turns the case into a `ConsoleCrash` (ERROR_INFRA).
 
-The board's traffic goes through hil's own adb connections (`connection.py`, `sync.py`):
-adbutils' shell and sync paths cost more of their own than a small case does.
+The board's traffic goes through hil's own adb connections (`connection.py`, `sync.py`,
+`kept_shell.py`): adbutils' shell and sync paths cost more of their own than a small case
+does. A case opens none: the board's sync connection and its kept shell serve every case.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from hil.board.invocation import (
     folder_markers,
     run_chain,
 )
+from hil.board.kept_shell import KeptShell
 from hil.board.sync import SyncFailed, SyncSession, push_files
 from hil.board.thermal import parse_state, waiting_line
-from hil.board.watchdog import bounded, supervise
+from hil.board.watchdog import Watch, bounded
 from hil.errors import InfraError
 from hil.latency import stability
 from hil.latency_plan import NoiseControl
@@ -128,20 +130,20 @@ class AdbBoard:
         """The folder of the case whose runner is running now (killed by `cleanup` after a stop)."""
         self._sync: SyncSession | None = None
         """The board's sync connection, kept from case to case (closed after a failed case)."""
+        self._kept: KeptShell | None = None
+        """The board's kept shell, which runs each case's run shell (closed after a failed
+        case)."""
 
     def _shell(
         self,
         argv_chain: Sequence[Sequence[str]],
         timeout: float,
         on_stderr: Callable[[bytes], None] | None = None,
-        bound: bool = True,
     ) -> adbutils.ShellReturn:
-        """The chain through shell v2; `bound`: in a thread of its own that may take no
-        longer than `timeout` + the idle timeout (the run shell is supervised instead)."""
+        """The chain through shell v2, in a thread of its own that may take no longer than
+        `timeout` + the idle timeout."""
         command = device_command(*argv_chain)
         try:
-            if not bound:
-                return shell_v2(self.device, command, timeout, on_stderr)
             return bounded(
                 lambda: shell_v2(self.device, command, timeout, on_stderr),
                 timeout + self.idle_timeout_s, f"{self.name}: shell {argv_chain[0][0]}",
@@ -155,7 +157,7 @@ class AdbBoard:
 
     def _probe(self, sync: SyncSession) -> None:
         """InfraError unless adbd answers a sync STAT on the case's own sync connection: the
-        watchdog's probe while a runner is timed (`supervise` bounds its wait). It was a
+        watchdog's probe while a runner is timed (`Watch` bounds its wait). It was a
         `shell,v2:` request running `true`, for which adbd forks a shell every second beside
         the runner being measured, and then a sync connection of its own per probe."""
         try:
@@ -226,20 +228,21 @@ class AdbBoard:
         self,
         artifact: Artifact,
         slot: str,
-        host_out: Path,
         iterations: int,
         warmup: int,
         noise: NoiseControl | None = None,
     ) -> Execution:
-        """Push the artifact into `<workdir>/<slot>`, run it, pull outputs into `host_out`.
+        """Push the artifact into `<workdir>/<slot>`, run it, pull its outputs (kept in
+        memory: `Execution.outputs`).
 
-        One adb connection and three round trips: the board's sync connection
+        No adb connection of its own and three round trips: the board's sync connection
         (`sync.SyncSession`, kept from case to case) takes the `.pte` and inputs up, carries
         the watchdog's probes while the runner runs and brings the outputs and every
-        `statistics.txt` down; one shell (the case's connection) runs the case. It
-        reads the board's thermal and clock state and waits for it to cool (`noise`,
-        `thermal.py`), then invokes the runner once per iteration (`--warm_up W --num_executions 1`), so
-        each invocation's timing line is one latency sample. `noise` None: the defaults.
+        `statistics.txt` down; the case's run shell, written to the board's kept shell
+        (`kept_shell.KeptShell`, kept likewise), runs the case. It reads the board's thermal
+        and clock state and waits for it to cool (`noise`, `thermal.py`), then invokes the
+        runner once per iteration (`--warm_up W --num_executions 1`), so each invocation's
+        timing line is one latency sample. `noise` None: the defaults.
         """
         noise = noise or NoiseControl()
         case_dir = posixpath.join(self.workdir, safe_name(slot, "case slot"))
@@ -258,25 +261,30 @@ class AdbBoard:
             uploads += folder_markers(case_dir, iterations)
         self._console_mark = self.console.mark() if self.console is not None else 0
         if self._sync is not None and self._sync.device is not self.device:
-            self.close_sync()  # the board was reached anew (recovery): so is its sync link
+            self.close_links()  # the board was reached anew (recovery): so are its links
         if self._sync is None:
             self._sync = SyncSession(self.device, self.idle_timeout_s)
+            self._kept = KeptShell(self.device, self.idle_timeout_s)
         try:
             execution = self._run(self._sync, artifact, case_dir, uploads, remote_inputs, fresh,
-                                  host_out, iterations, warmup, noise)
+                                  iterations, warmup, noise)
         except BaseException as exc:
-            self.close_sync()  # in an unknown state: the next case opens a new one
+            self.close_links()  # in an unknown state: the next case opens new ones
             if isinstance(exc, InfraError):
                 self._check_console()  # a crash on the console explains the failure best
             raise
         self._check_console()
         return execution
 
-    def close_sync(self) -> None:
-        """Close the board's sync connection (a probe stuck on it ends at once)."""
+    def close_links(self) -> None:
+        """Close the board's sync connection (a probe stuck on it ends at once) and its kept
+        shell (adbd ends the `sh`)."""
         sync, self._sync = self._sync, None
+        kept, self._kept = self._kept, None
         if sync is not None:
             sync.close()
+        if kept is not None:
+            kept.close()
 
     def _run(
         self,
@@ -286,7 +294,6 @@ class AdbBoard:
         uploads: list[tuple[Path | bytes, str, int]],
         inputs: list[str],
         fresh: bool,
-        host_out: Path,
         iterations: int,
         warmup: int,
         noise: NoiseControl,
@@ -302,16 +309,15 @@ class AdbBoard:
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
         self.running_case = case_dir
-        try:
-            supervised = supervise(  # its own thread, bounded by the deadline and the probes
-                lambda: self._shell(chain, timeout=deadline_s + 3 * self.idle_timeout_s,
-                                    on_stderr=self._announce_cooldown, bound=False),
-                lambda: self._probe(sync), self.idle_timeout_s, deadline_s,
-                lambda: self._kill_runner(case_dir), f"{self.name}: runner",
-            )
+        watch = Watch(lambda: self._probe(sync), self.idle_timeout_s, deadline_s,
+                      lambda: self._kill_runner(case_dir), f"{self.name}: runner")
+        assert self._kept is not None
+        try:  # read in this thread, the watchdog asked between two waits for output
+            result = self._kept.run(device_command(*chain), watch.poll, self._announce_cooldown)
+        except ADB_ERRORS as exc:
+            raise InfraError(f"{self.name}: run shell failed: {type(exc).__name__}: {exc}") from exc
         finally:
             self.running_case = None
-        result = supervised.value
         exec_s = time.perf_counter() - start
         parts = result.stderr.split(INVOCATION_MARKER + "\n")
         if result.returncode != 0 and len(parts) == 1:
@@ -325,7 +331,7 @@ class AdbBoard:
                         self.name, state.cooldown["waited_s"], state.cooldown["start_c"],
                         state.cooldown["end_c"], state.cooldown["threshold_c"])
         logs = tuple(parse_log(part) for part in parts[1:])
-        timed_out = supervised.deadline_hit or result.returncode == BACKSTOP_STATUS
+        timed_out = watch.deadline_hit or result.returncode == BACKSTOP_STATUS
         if result.returncode != 0 and logs and not timed_out:
             trouble = board_fault(logs[-1], result.returncode)
             if trouble is not None and ENN_NOT_USABLE in trouble:
@@ -334,7 +340,7 @@ class AdbBoard:
                 raise InfraError(f"{self.name}: {trouble}")
 
         start = time.perf_counter()
-        outputs: list[Path | None] = []
+        outputs: list[bytes | None] = []
         statistics: list[bytes | None] = []
         if result.returncode == 0:
             names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
@@ -344,13 +350,7 @@ class AdbBoard:
                 pulled = sync.pull(remotes)
             except ADB_ERRORS as exc:
                 raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
-            host_out.mkdir(parents=True, exist_ok=True)
-            for remote in remotes[: len(artifact.outputs)]:
-                data = pulled[remote]
-                local = host_out / posixpath.basename(remote)
-                if data is not None:
-                    local.write_bytes(data)
-                outputs.append(local if data is not None else None)
+            outputs = [pulled[remote] for remote in remotes[: len(artifact.outputs)]]
             statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start
         latency = latency_record(logs, statistics, warmup)
@@ -365,7 +365,7 @@ class AdbBoard:
             outputs=tuple(outputs),
             timings_s={"push": round(push_s, 4), "exec": round(exec_s, 4), "pull": round(pull_s, 4)},
             latency_ms=latency,
-            memory=memory_record(artifact.pte, parts[1:] if self.measures_rss else None),
+            memory=memory_record(artifact.planned_memory(), parts[1:] if self.measures_rss else None),
             board_state=state.record(),
         )
 
@@ -419,7 +419,7 @@ class AdbBoard:
         runner still running a case (the run was stopped mid-case) is killed first, by the PID
         it recorded, rather than left to the board-side backstop."""
         running = self.running_case
-        self.close_sync()
+        self.close_links()
         try:
             if running is not None:
                 self._shell([["cd", running], ["sh", "-c", KILL_RECORDED]], timeout=30)

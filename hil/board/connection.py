@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import select
 import socket
 import struct
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from collections.abc import Callable
 import adbutils
 
 SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 1, 2, 3
-"""Shell v2 packet ids (reference/adb-protocol.md)."""
+"""Shell v2 packet ids (reference/adb-protocol.md); 0 is stdin (`kept_shell.SHELL_STDIN`)."""
 _RECV_SIZE = 256 * 1024
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
@@ -85,9 +86,13 @@ class ServiceConnection:
         """Open `service` (`sync:`, `shell,v2:CMD`) on `device`; `timeout` bounds the
         connect and then every single read and write (an idle timeout, not a deadline)."""
         self._buffer = bytearray()
+        self._timeout = timeout
         self.sock = _connect(_server_of(device), timeout)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # non-blocking, each wait explicit (`_wait`): a socket with a timeout polls before
+            # every recv and send, a system call (and a GIL hand-off) more per packet
+            self.sock.setblocking(False)
             if device.serial:
                 self._request(f"host:transport:{device.serial}")
             else:
@@ -108,16 +113,42 @@ class ServiceConnection:
             raise adbutils.AdbError(self.read_exact(length).decode("utf-8", "replace"))
         raise adbutils.AdbError(f"{text.split(':')[0]}: unexpected adb server reply {status!r}")
 
+    def _wait(self, write: bool) -> None:
+        """Wait until the socket can be written (or read); TimeoutError after the idle
+        timeout, as a socket with a timeout raises."""
+        ready = select.select([], [self.sock], [], self._timeout) if write else \
+            select.select([self.sock], [], [], self._timeout)
+        if not any(ready):
+            raise TimeoutError("timed out")
+
     def sendall(self, data: bytes) -> None:
-        """Write all of `data`."""
-        self.sock.sendall(data)
+        """Write all of `data` (TimeoutError when the socket accepts nothing for the idle
+        timeout)."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[self.sock.send(view):]
+            except BlockingIOError:
+                self._wait(write=True)
+
+    def wait_readable(self, timeout: float) -> bool:
+        """True when a read would not wait (bytes are buffered or have arrived), else once
+        `timeout` seconds have passed without any: False."""
+        if self._buffer:
+            return True
+        return bool(select.select([self.sock], [], [], timeout)[0])
 
     def read_exact(self, size: int) -> bytes:
-        """Exactly `size` bytes; EOFError when the connection ends first."""
+        """Exactly `size` bytes; EOFError when the connection ends first, TimeoutError when
+        nothing arrives for the idle timeout."""
         while len(self._buffer) < size:
             if _QUICKACK is not None:
                 self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
-            chunk = self.sock.recv(max(size - len(self._buffer), _RECV_SIZE))
+            try:
+                chunk = self.sock.recv(max(size - len(self._buffer), _RECV_SIZE))
+            except BlockingIOError:
+                self._wait(write=False)
+                continue
             if not chunk:
                 raise EOFError(f"Expected {size} bytes, got {len(self._buffer)}")
             self._buffer += chunk

@@ -16,7 +16,6 @@ from typing import Any
 
 from hil.latency import latency_stats
 from hil.runner.contract import RunnerLog, parse_statistics
-from hil.runner.pte import PteError, read_program_file
 
 _PEAK_RSS_LINE = re.compile(r"^(?:Max RSS \(KiB\)|\s*Maximum resident set size \(kbytes\)): *(\d+)\s*$",
                             re.MULTILINE)
@@ -35,8 +34,9 @@ class Execution:
     """The runner ran past its deadline and was killed on the device."""
     logs: tuple[RunnerLog, ...]
     """Each invocation's log, read back (hil/runner/contract.py); only the last can have failed."""
-    outputs: tuple[Path | None, ...]
-    """Pulled `output_<i>.bin` files; None where the board wrote none."""
+    outputs: tuple[bytes | None, ...]
+    """Each pulled `output_<i>.bin`, as the runner wrote it; None where the board wrote none.
+    Kept in memory: the caller writes them where it wants them (`write_outputs`)."""
     timings_s: dict[str, float]
     """Seconds spent in `push`, `exec`, `pull`."""
     latency_ms: dict[str, Any] | None
@@ -47,6 +47,13 @@ class Execution:
     the board can measure it (`memory_record`)."""
     board_state: dict[str, Any] | None = None
     """Thermal zones, cpufreq policies and the cool-down wait before the case (`thermal.py`)."""
+
+    def write_outputs(self, folder: Path) -> None:
+        """Write each output the board wrote as `folder/output_<i>.bin`."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for index, data in enumerate(self.outputs):
+            if data is not None:
+                (folder / f"output_{index}.bin").write_bytes(data)
 
     def record_fields(self) -> dict[str, Any]:
         """The measurements of a results.json case record: `latency_ms`, `memory`,
@@ -74,21 +81,14 @@ def latency_record(
     return latency
 
 
-def memory_record(pte: Path, invocation_logs: Sequence[str] | None) -> dict[str, Any] | None:
-    """The `memory` record: the program's planned memory from the `.pte` (memory-planned
-    buffers, constants, delegate payloads, their sum) and the runner's peak RSS, the
-    largest over the invocations' `time -v` lines (None when the board cannot measure it
-    or no invocation reported it)."""
-    try:
-        info = read_program_file(pte)
-    except (OSError, PteError):
+def memory_record(
+    program: dict[str, Any] | None, invocation_logs: Sequence[str] | None
+) -> dict[str, Any] | None:
+    """The `memory` record: the program's planned memory (`Artifact.planned_memory`: the
+    memory-planned buffers, constants, delegate payloads, their sum; None: unknown, no
+    record) and the runner's peak RSS, the largest over the invocations' `time -v` lines
+    (None when the board cannot measure it or no invocation reported it)."""
+    if program is None:
         return None
     peaks = [int(found) for text in invocation_logs or () for found in _PEAK_RSS_LINE.findall(text)]
-    return {
-        "planned_bytes": info.planned_bytes,
-        "constant_bytes": info.constant_bytes,
-        "delegate_bytes": info.delegate_bytes,
-        "program_bytes": info.planned_bytes + info.constant_bytes + info.delegate_bytes,
-        "planned_buffers": list(info.planned_buffers),
-        "peak_rss_kib": max(peaks) if peaks else None,
-    }
+    return {**program, "peak_rss_kib": max(peaks) if peaks else None}

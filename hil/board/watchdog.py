@@ -6,15 +6,16 @@ guards here:
 
 - `bounded(fn, limit)` for short operations: the answer within `limit` seconds or
   `BoardSilent`.
-- `supervise(fn, alive, idle_s, deadline_s, on_deadline)` for a runner, which may stay
-  silent for minutes: while it runs, `alive()` probes the board on the side; no successful
+- `Watch(alive, idle_s, deadline_s, on_deadline)` for a runner, which may stay silent for
+  minutes, its shell read in the caller's own thread, which asks `poll()` between two
+  waits for output: while it runs, `alive()` probes the board on the side; no successful
   probe for `idle_s` means the board froze (`BoardSilent`), and at `deadline_s`
   `on_deadline()` kills the runner (a timeout of the model, not of the board). The kill runs
   on the side too: a board that froze at the deadline is still found silent after `idle_s`,
   not after the kill's own time limit.
 
-A call that overruns is abandoned in its daemon thread; it ends when its socket times out
-or when recovery drops the board's connection.
+A bounded call that overruns is abandoned in its daemon thread; it ends when its socket
+times out or when recovery drops the board's connection.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from hil.errors import InfraError
@@ -37,7 +37,8 @@ quarter of it (`probe_interval`): a board is declared silent `idle_s` after its 
 however often it is asked, and each probe is a connection through the adb server."""
 _TICK_S = 0.05
 """The shortest wait between two looks at a supervised call (and the only one while its
-kill runs); otherwise `supervise` sleeps until its next probe, deadline or silence is due."""
+kill runs); otherwise `Watch.poll` lets its caller wait until its next probe, deadline or
+silence is due."""
 
 
 class BoardSilent(InfraError):
@@ -76,84 +77,92 @@ def bounded(fn: Callable[[], T], limit_s: float, what: str) -> T:
     return call.result()
 
 
-@dataclass(frozen=True)
-class Supervised(Generic[T]):
-    """The outcome of a supervised call."""
-
-    value: T
-    """What the call returned."""
-    deadline_hit: bool
-    """The deadline passed and `on_deadline` ran before the call returned."""
-
-
 def probe_interval(idle_s: float) -> float:
     """Seconds between two liveness probes of a board whose idle limit is `idle_s`."""
     return max(PROBE_EVERY_S, idle_s / 4)
 
 
-def supervise(
-    fn: Callable[[], T],
-    alive: Callable[[], None],
-    idle_s: float,
-    deadline_s: float | None,
-    on_deadline: Callable[[], None],
-    what: str,
-) -> Supervised[T]:
-    """Run `fn` while probing the board with `alive()` (which raises InfraError when the
-    board does not answer). At `deadline_s`, `on_deadline()` runs once (it kills the
-    runner) in its own thread; once it has returned, `fn` must return within `idle_s`.
-    BoardSilent when no probe succeeded for `idle_s`; exceptions of `fn` and `on_deadline`
-    propagate."""
-    start = time.monotonic()
-    every_s = probe_interval(idle_s)
-    first_s = max(PROBE_AFTER_S, every_s)
-    call = _Call(fn, f"hil {what}")
-    lock = threading.Lock()
-    last_alive = start
-    last_error = ""
-    probe: _Call[None] | None = None
-    probe_started = 0.0
-    kill: _Call[None] | None = None
-    killed_at: float | None = None
+class Watch:
+    """The watchdog over one call to a board that the caller makes in its own thread (the
+    run shell: `connection.shell_v2`'s `poll`), asked between two waits for the call's
+    output: while the call runs, `alive()` (which raises InfraError when the board does not
+    answer) probes the board on the side; at `deadline_s`, `on_deadline()` (the runner's
+    kill) runs once in a thread of its own, after which the call must end within
+    `idle_s`. The call itself needs no thread: before, each case's run shell ran in one,
+    and the hand-offs between it and the case's thread were a measurable share of hil's
+    CPU per case (scripts/bench_boards.py)."""
 
-    def probe_once(started: float) -> None:
-        nonlocal last_alive, last_error
+    def __init__(
+        self,
+        alive: Callable[[], None],
+        idle_s: float,
+        deadline_s: float | None,
+        on_deadline: Callable[[], None],
+        what: str,
+    ) -> None:
+        self._alive = alive
+        self._idle_s = idle_s
+        self._deadline_s = deadline_s
+        self._on_deadline = on_deadline
+        self._what = what
+        self._start = time.monotonic()
+        self._every_s = probe_interval(idle_s)
+        self._first_s = max(PROBE_AFTER_S, self._every_s)
+        self._lock = threading.Lock()
+        self._last_alive = self._start
+        self._last_error = ""
+        self._probe: _Call[None] | None = None
+        self._probe_started = 0.0
+        self._kill: _Call[None] | None = None
+        self._killed_at: float | None = None
+
+    @property
+    def deadline_hit(self) -> bool:
+        """The deadline passed and `on_deadline` was started."""
+        return self._kill is not None
+
+    def _probe_once(self, started: float) -> None:
         try:
-            alive()
+            self._alive()
         except InfraError as exc:
-            with lock:
-                last_error = str(exc)
+            with self._lock:
+                self._last_error = str(exc)
             return
-        with lock:
-            last_alive = max(last_alive, started)
+        with self._lock:
+            self._last_alive = max(self._last_alive, started)
 
-    wait_s = _TICK_S
-    while not call.done.wait(wait_s):
+    def poll(self) -> float:
+        """Act on what is due (the kill at the deadline, a probe), and return the seconds
+        the caller may wait for the call's output before it asks again. BoardSilent when no
+        probe succeeded for `idle_s`, or the call is still running `idle_s` after its kill;
+        the kill's own exception propagates."""
         now = time.monotonic()
-        if deadline_s is not None and kill is None and now - start >= deadline_s:
-            kill = _Call(on_deadline, f"hil kill {what}")
-        if kill is not None and killed_at is None and kill.done.is_set():
-            kill.result()  # its exception propagates
-            killed_at = now
-            with lock:
-                last_alive = max(last_alive, now)  # on_deadline reached the board
-        if killed_at is not None and now - killed_at > idle_s:
+        what, idle_s = self._what, self._idle_s
+        if self._deadline_s is not None and self._kill is None and now - self._start >= self._deadline_s:
+            self._kill = _Call(self._on_deadline, f"hil kill {what}")
+        if self._kill is not None and self._killed_at is None and self._kill.done.is_set():
+            self._kill.result()  # its exception propagates
+            self._killed_at = now
+            with self._lock:
+                self._last_alive = max(self._last_alive, now)  # on_deadline reached the board
+        if self._killed_at is not None and now - self._killed_at > idle_s:
             raise BoardSilent(f"{what}: still running {idle_s:g} s after it was killed")
-        with lock:
-            silent_for = now - last_alive
-            reason = last_error
+        with self._lock:
+            silent_for = now - self._last_alive
+            reason = self._last_error
         if silent_for > idle_s:
             detail = f" (last probe: {reason})" if reason else ""
             raise BoardSilent(f"{what}: the board did not answer for {idle_s:g} s{detail}")
-        due = now - start >= first_s and now - probe_started >= every_s
-        if due and (probe is None or probe.done.is_set()):
-            probe_started = now
-            probe = _Call(lambda started=now: probe_once(started), f"hil probe {what}")
-        if kill is not None:
-            wait_s = _TICK_S
-        else:  # nothing changes before the next probe, the deadline or the idle limit
-            events = [max(start + first_s, probe_started + every_s), now - silent_for + idle_s]
-            if deadline_s is not None:
-                events.append(start + deadline_s)
-            wait_s = min(max(min(events) - now, _TICK_S), every_s)
-    return Supervised(call.result(), kill is not None)
+        started = self._start
+        due = now - started >= self._first_s and now - self._probe_started >= self._every_s
+        if due and (self._probe is None or self._probe.done.is_set()):
+            self._probe_started = now
+            self._probe = _Call(lambda at=now: self._probe_once(at), f"hil probe {what}")
+        if self._kill is not None:
+            return _TICK_S
+        # nothing changes before the next probe, the deadline or the idle limit
+        events = [max(started + self._first_s, self._probe_started + self._every_s),
+                  now - silent_for + idle_s]
+        if self._deadline_s is not None:
+            events.append(started + self._deadline_s)
+        return min(max(min(events) - now, _TICK_S), self._every_s)

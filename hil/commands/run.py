@@ -91,6 +91,7 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
         inventory=tuple(entries), idle_timeout_s=args.idle_timeout,
         boot_timeout_s=args.boot_timeout, runner_profile=args.runner_profile,
         adb_server=adb_server, board_wait_s=args.board_wait, localize=localize,
+        keep_outputs=args.keep_outputs,
         provision=getattr(args, "provision", False), flash_timeout_s=args.flash_timeout,
         sources=tuple(sources),
     )

@@ -37,7 +37,8 @@ def localize_on_board(
 
     def run_probe(artifact: Any, name: str) -> Any:
         probe_slot = f"{slot}-{name}"
-        execution = board.run(artifact, probe_slot, out / f"{name}-{safe_name(board.name)}", 1, 0)
+        execution = board.run(artifact, probe_slot, 1, 0)
+        execution.write_outputs(out / f"{name}-{safe_name(board.name)}")
         board.shell(["rm", "-rf", posixpath.join(board.workdir, probe_slot)])  # a model's probes add up
         return execution
 

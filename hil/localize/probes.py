@@ -121,7 +121,7 @@ def build_probe(graph_module: Any, inputs: Sequence[Any], outputs: Sequence[str]
         references = stage("reference", Verdict.FAIL_EXPORT, lambda: list(cut(*inputs)))
     scales = output_scales(cut) if quantized else ()
     lowered = stage("lower", Verdict.FAIL_LOWER, lambda: lower_program(exported, flow, chipset))
-    check_runner_limits(lowered.buffer)
+    program = check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)
     input_meta = tuple(_write_tensor(folder / f"input_{i}.bin", t) for i, t in enumerate(inputs))
     output_meta = tuple(_write_tensor(folder / f"reference_{i}.bin", t) for i, t in enumerate(references))
@@ -129,7 +129,7 @@ def build_probe(graph_module: Any, inputs: Sequence[Any], outputs: Sequence[str]
         folder=folder, flow=flow, inputs=input_meta, outputs=output_meta,
         pte_bytes=len(lowered.buffer), delegated_calls=lowered.delegated_calls,
         delegated_ops=lowered.delegated_ops, undelegated_ops=lowered.undelegated_ops,
-        times_s=times, output_scales=tuple(scales),
+        times_s=times, output_scales=tuple(scales), program_memory=program.memory(),
     )
     artifact.save_meta()
     return artifact

@@ -20,6 +20,7 @@ from hil.cases.datasets import Samples
 from hil.lower.artifact import TARGETS_FILE, Artifact, TensorMeta
 from hil.lower.flows import lower_program
 from hil.lower.quantize import CALIBRATION_SAMPLES, output_scales, quantize_a8w8
+from hil.runner.pte import ProgramInfo, read_program
 from hil.verdict import Verdict
 
 T = TypeVar("T")
@@ -83,14 +84,15 @@ def _flatten(outputs: Any) -> list[torch.Tensor]:
     return leaves
 
 
-def check_runner_limits(buffer: bytes) -> None:
-    """FAIL_LOWER when the serialised program is one `enn_executor_runner` cannot run (non-
-    tensor inputs or outputs, a method too large for its 4 MB method allocator)."""
-    from hil.runner.pte import read_program
-
-    problems = read_program(buffer).runner_limits()
+def check_runner_limits(buffer: bytes) -> ProgramInfo:
+    """The serialised program as a runner sees it; FAIL_LOWER when it is one
+    `enn_executor_runner` cannot run (non-tensor inputs or outputs, a method too large for
+    its 4 MB method allocator)."""
+    info = read_program(buffer)
+    problems = info.runner_limits()
     if problems:
         raise LoweringFailed(Verdict.FAIL_LOWER, f"not runnable by enn_executor_runner: {problems[0]}")
+    return info
 
 
 def _meta(tensor: torch.Tensor) -> TensorMeta:
@@ -181,7 +183,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
     lowered = _stage(
         Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(exported, flow, chipset)
     )
-    check_runner_limits(lowered.buffer)
+    program = check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)
     flat_inputs = input_leaves(inputs)
     for i, tensor in enumerate(flat_inputs):
@@ -206,6 +208,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
         output_scales=scales,
         fp32_reference=fp32_references is not references,
         targets=case.checker is not None and samples.targets is not None,
+        program_memory=program.memory(),
     )
     artifact.save_meta()
     return artifact

@@ -63,6 +63,10 @@ class Artifact:
     """`fp32_reference_<i>.bin` hold the fp32 model's outputs (A8W8 with a checker)."""
     targets: bool = False
     """`targets.npy` holds the dataset's targets for the checker."""
+    program_memory: dict[str, Any] | None = None
+    """The program's planned memory, read from the `.pte` when it was lowered
+    (`ProgramInfo.memory`); None in an artifact cached before hil kept it (`planned_memory`
+    reads the `.pte` then)."""
 
     @property
     def pte(self) -> Path:
@@ -92,6 +96,19 @@ class Artifact:
         """The quantization step of output `index`, when it is quantized."""
         return self.output_scales[index] if index < len(self.output_scales) else None
 
+    def planned_memory(self) -> dict[str, Any] | None:
+        """The program's planned memory (`program_memory`, else read from the `.pte`: every
+        case record has it, and a parse per case was a measurable share of hil's CPU per
+        case); None when the `.pte` cannot be read."""
+        if self.program_memory is not None:
+            return self.program_memory
+        from hil.runner.pte import PteError, read_program_file
+
+        try:
+            return read_program_file(self.pte).memory()
+        except (OSError, PteError):
+            return None
+
     def record_fields(self) -> dict[str, Any]:
         """What a case's results record says about its lowering: `.pte` size, seconds per
         stage (of the lowering that built the artifact), delegated and undelegated ops."""
@@ -115,7 +132,12 @@ class Artifact:
 
 def read_raw(path: Path, meta: TensorMeta) -> np.ndarray:
     """Raw bytes in `path` as an array of `meta`; ValueError when the size is wrong."""
-    data = path.read_bytes()
+    return raw_array(path.read_bytes(), meta, path.name)
+
+
+def raw_array(data: bytes, meta: TensorMeta, name: str) -> np.ndarray:
+    """Raw bytes (of the file `name`) as an array of `meta`; ValueError when the size is
+    wrong."""
     if len(data) != meta.nbytes:
-        raise ValueError(f"{path.name}: {len(data)} bytes, expected {meta.nbytes}")
+        raise ValueError(f"{name}: {len(data)} bytes, expected {meta.nbytes}")
     return np.frombuffer(data, dtype=np.dtype(meta.dtype)).reshape(meta.shape)

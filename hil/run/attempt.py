@@ -69,19 +69,22 @@ def infra_record(work: Work, reason: str, logs: dict[str, str] | None = None) ->
     )
 
 
-def attempt(board: AdbBoard, work: Work, plan: LatencyPlan,
-            out_dir: Path) -> tuple[dict[str, Any], InfraError | None]:
+def attempt(board: AdbBoard, work: Work, plan: LatencyPlan, out_dir: Path,
+            keep_outputs: bool = False) -> tuple[dict[str, Any], InfraError | None]:
     """The case's record on `board`, and the infrastructure error if there was one. A case
-    that did not pass carries the board's logcat tail and console excerpt."""
+    that did not pass carries the board's logcat tail and console excerpt, and its board
+    outputs are written to `out_dir/cases/<slot>/output-<board>/` (every case's with
+    `keep_outputs`)."""
     from hil.board.watchdog import BoardSilent
     from hil.judge import judge
 
     work.tried_on.append(board.name)
     artifact = work.artifact
-    host_out = out_dir / "cases" / work.slot / f"output-{safe_name(board.name)}"
     try:
-        execution = board.run(artifact, work.slot, host_out, plan.iterations, plan.warmup, plan.noise)
+        execution = board.run(artifact, work.slot, plan.iterations, plan.warmup, plan.noise)
         judgement = judge(work.case, artifact, execution)
+        if keep_outputs or not judgement.verdict.passed:
+            execution.write_outputs(out_dir / "cases" / work.slot / f"output-{safe_name(board.name)}")
     except InfraError as exc:
         logs = board.diagnostics(logcat=not isinstance(exc, BoardSilent))
         return infra_record(work, str(exc), logs), exc

@@ -73,6 +73,10 @@ class RunOptions:
     localize: bool = False
     """`--localize`: bisect every FAIL_MISMATCH case's graph (a known failure's too) on the
     board it failed on (hil/localize) and add the `localization` block to its record."""
+    keep_outputs: bool = False
+    """`--keep-outputs`: every case's board outputs go to `OUT/cases/<slot>/output-<board>/`;
+    otherwise only those of cases that did not pass (creating two folders and a file per
+    case was a sixth of hil's CPU per case on this machine's ext4: scripts/bench_boards.py)."""
 
     def plan_for(self, suite: str) -> LatencyPlan:
         """The latency plan of a case of `suite`."""

@@ -25,7 +25,7 @@ from typing import Any
 from hil.board.adb import AdbBoard
 from hil.board.inventory import from_specs
 from hil.errors import InfraError, UsageError
-from hil.interrupts import Stop, StopWhen, wait_until
+from hil.interrupts import POLL_S, Stop, StopWhen, wait_until
 from hil.pool.bringup import PoolOptions
 from hil.pool.pool import BoardPool
 from hil.pool.sources import StaticSource
@@ -100,6 +100,8 @@ class Run:
         self._queue: queue.Queue[Work] = queue.Queue()
         self._pending = 0
         self._lowering_done = threading.Event()
+        self._taken = threading.Event()
+        """A board took a case from the queue (`next_job`): the held-back lowering looks again."""
         self.lowered_from_cache = 0
         self.pool = BoardPool(sources, PoolOptions(
             chipset=options.chipset, run_id=self.run_id, out_dir=options.out_dir,
@@ -246,7 +248,13 @@ class Run:
             ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
             if self._queue.qsize() < ahead:
                 return
-            self.stop.wait(0.05)
+            self._taken.clear()
+            if self._queue.qsize() < ahead:  # taken between the look and the clear
+                return
+            # woken by the next case a board takes; the stop and the boards' end are looked
+            # at every POLL_S (it looked every 50 ms: 20 wake-ups a second, a measurable
+            # share of hil's CPU per case, scripts/bench_boards.py)
+            self._taken.wait(POLL_S)
 
     def _fail_leftovers(self, reason: str) -> None:
         while True:
@@ -267,11 +275,12 @@ class Run:
         (no case is handed out after a stop)."""
         while not self.stop.is_set():
             try:
-                work = self._queue.get(timeout=0.2)
+                work = self._queue.get(timeout=POLL_S)
             except queue.Empty:
                 if not self.has_work():
                     return None
                 continue
+            self._taken.set()
             if self.stop.is_set():
                 self._queue.put(work)  # left for the record of what was not run
                 return None
@@ -287,7 +296,8 @@ class Run:
         """One attempt of `work` on `board`: recorded when final, queued again for a retry
         after an infrastructure error (up to --retries)."""
         started = now_ms()
-        record, error = attempt(board, work, self.options.plan_for(work.case.suite), self.options.out_dir)
+        record, error = attempt(board, work, self.options.plan_for(work.case.suite), self.options.out_dir,
+                                self.options.keep_outputs)
         record.update(started=started, finished=now_ms())
         if error is not None and len(work.tried_on) <= self.options.retries:
             work.remember(record, started)

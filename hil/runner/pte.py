@@ -20,6 +20,7 @@ import functools
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hil.runner.contract import METHOD_ALLOCATOR_BYTES
 
@@ -130,6 +131,17 @@ class ProgramInfo:
     def planned_bytes(self) -> int:
         """The memory-planned buffers the runner allocates for activations and I/O."""
         return sum(self.planned_buffers)
+
+    def memory(self) -> dict[str, Any]:
+        """The program's planned memory, as a case's `memory` record gives it: the
+        memory-planned buffers, constants, delegate payloads and their sum."""
+        return {
+            "planned_bytes": self.planned_bytes,
+            "constant_bytes": self.constant_bytes,
+            "delegate_bytes": self.delegate_bytes,
+            "program_bytes": self.planned_bytes + self.constant_bytes + self.delegate_bytes,
+            "planned_buffers": list(self.planned_buffers),
+        }
 
     def runner_limits(self) -> list[str]:
         """Why `enn_executor_runner` cannot run this method, one reason per line; empty

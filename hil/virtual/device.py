@@ -44,7 +44,9 @@ from hil import lifeline
 from hil.errors import InfraError, UsageError
 from hil.report.results import atomic_write_text
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
+from hil.virtual.device_programs import stub_programs
 from hil.virtual.protocol import DEVICE_MAXDATA
+from hil.virtual.sandboxes import Sandboxes
 
 log = logging.getLogger(__name__)
 
@@ -77,116 +79,6 @@ CPUFREQ_ROOT = "sys/devices/system/cpu/cpufreq"
 
 _HOST_READ_ONLY = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 _MAX_SYMLINK_HOPS = 40
-
-_GETPROP = """#!/system/bin/sh
-# getprop stub of the hil virtual board: reads the board's properties file.
-props=/dev/__properties__/properties
-if [ $# -eq 0 ]; then
-  while IFS= read -r line; do
-    printf '[%s]: [%s]\\n' "${line%%=*}" "${line#*=}"
-  done < "$props"
-  exit 0
-fi
-while IFS= read -r line; do
-  if [ "${line%%=*}" = "$1" ]; then
-    printf '%s\\n' "${line#*=}"
-    exit 0
-  fi
-done < "$props"
-printf '%s\\n' "${2-}"
-"""
-
-_UNAME = """#!/system/bin/sh
-# uname stub of the hil virtual board: toybox-like answers for an arm64 Android board.
-ks= kn= kr= kv= km= ko=
-for arg in "$@"; do
-  case "$arg" in
-    --all) arg=-a ;;
-    -*) ;;
-    *) echo "uname: extra operand '$arg'" >&2; exit 1 ;;
-  esac
-  flags=${arg#-}
-  while [ -n "$flags" ]; do
-    c=${flags%"${flags#?}"}
-    flags=${flags#?}
-    case "$c" in
-      a) ks=1 kn=1 kr=1 kv=1 km=1 ko=1 ;;
-      s) ks=1 ;;
-      n) kn=1 ;;
-      r) kr=1 ;;
-      v) kv=1 ;;
-      m|p) km=1 ;;
-      o) ko=1 ;;
-      *) echo "uname: Unknown option '$c'" >&2; exit 1 ;;
-    esac
-  done
-done
-[ $# -eq 0 ] && ks=1
-out=
-[ -n "$ks" ] && out="$out Linux"
-[ -n "$kn" ] && out="$out localhost"
-[ -n "$kr" ] && out="$out 6.6.30-android15-8-hil-virtual"
-[ -n "$kv" ] && out="$out #1 SMP PREEMPT"
-[ -n "$km" ] && out="$out aarch64"
-[ -n "$ko" ] && out="$out Toybox"
-printf '%s\\n' "${out# }"
-"""
-
-_LOGCAT = """#!/system/bin/sh
-# logcat stub of the hil virtual board: -d dumps the board's log, -c clears it,
-# otherwise it follows the log. Filters and formats are accepted and ignored.
-log=/dev/hil/logcat
-dump= clear=
-for arg in "$@"; do
-  case "$arg" in
-    -c|--clear) clear=1 ;;
-    -d) dump=1 ;;
-  esac
-done
-if [ -n "$clear" ]; then
-  : > "$log"
-  exit 0
-fi
-if [ -n "$dump" ]; then
-  [ -f "$log" ] && cat "$log"
-  exit 0
-fi
-exec tail -n +1 -f "$log"
-"""
-
-_REBOOT = """#!/system/bin/sh
-# reboot stub of the hil virtual board: asks the board to reboot. The adb link then
-# drops and this shell is killed, as on a real board.
-printf 'reboot %s\\n' "$*" > /dev/hil/control
-exec sleep 60
-"""
-
-_TIME = """#!/system/bin/sh
-# time stub of the hil virtual board: toybox's `time [-pv] COMMAND...` (toys/posix/time.c) for
-# what hil reads of it: with -v, `Max RSS (KiB): N` on stderr after COMMAND's own output, and
-# COMMAND's exit status. toybox takes ru_maxrss from wait4(); here the runner front is not
-# where the runner's memory is (the warm executor runs the program in the board process), so
-# the front prints the executor's measured peak itself, last, when HIL_TIME_V is set. Other
-# commands get no line; times are not printed.
-while [ $# -gt 0 ]; do
-  case $1 in
-    -v|-pv|-vp) export HIL_TIME_V=1; shift ;;
-    -p) shift ;;
-    *) break ;;
-  esac
-done
-if [ $# -eq 0 ]; then
-  echo "usage: time [-pv] COMMAND..." >&2
-  exit 1
-fi
-exec "$@"
-"""
-
-_HIL_PYTHON = """#!/system/bin/sh
-# The host's Python, isolated and without site-packages, for device-side scripts.
-exec {python} -I -S "$@"
-"""
-
 
 def soc_model(chipset: str) -> str:
     """`ro.soc.model` for a `--chipset` value; UsageError for an unknown one."""
@@ -233,8 +125,7 @@ class Device:
         segfaults, as on a real board)."""
         self.runner_profile = profile_named(runner_profile)
         """The runner binary this board imitates: what its runner refuses to load."""
-        self.readonly_data = False
-        """Shells see `/data` read-only (the `readonly-data` fault)."""
+        self._readonly_data = False
         self.root = root.resolve()
         self.fs = self.root / "fs"
         self.run_dir = self.root / "run"
@@ -243,6 +134,7 @@ class Device:
         self.executor_socket = self.run_dir / "executor.sock"
         self._props_path = self.run_dir / "props" / "properties"
         self._python_roots = _host_python_roots()
+        self._sandboxes = Sandboxes(self.log)
         bwrap = shutil.which("bwrap")
         if bwrap is None:
             raise InfraError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
@@ -297,15 +189,7 @@ class Device:
         if not sh.is_symlink():
             sh.symlink_to("/bin/sh")
         python = shlex.quote(str(Path(sys.executable).absolute()))
-        stubs = {
-            "getprop": _GETPROP,
-            "uname": _UNAME,
-            "logcat": _LOGCAT,
-            "reboot": _REBOOT,
-            "time": _TIME,
-            "hil-python": _HIL_PYTHON.format(python=python),
-        }
-        for name, text in stubs.items():
+        for name, text in stub_programs(python).items():
             path = self.fs / "system/bin" / name
             path.write_text(text)
             path.chmod(0o755)
@@ -378,6 +262,18 @@ class Device:
         tmp = self._props_path.with_name(".properties.tmp")
         tmp.write_text(text)
         tmp.replace(self._props_path)
+
+    @property
+    def readonly_data(self) -> bool:
+        """Shells see `/data` read-only (the `readonly-data` fault): new ones and, as on a
+        real board, those already running (`sandboxes.py`)."""
+        return self._readonly_data
+
+    @readonly_data.setter
+    def readonly_data(self, readonly: bool) -> None:
+        if readonly != self._readonly_data:
+            self._readonly_data = readonly
+            self._sandboxes.remount_data(readonly)
 
     def log(self, message: str, tag: str = "hil-board", level: str = "I") -> None:
         """Append one line to the board's log, in logcat's threadtime format."""
@@ -493,7 +389,7 @@ class Device:
         device's environment shows it as HIL_LIFELINE (bwrap's --die-with-parent alone
         leaves the sandboxed shell running once bwrap is gone)."""
         tied = lifeline.child_env()
-        return await asyncio.create_subprocess_exec(
+        process = await asyncio.create_subprocess_exec(
             *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -502,4 +398,6 @@ class Device:
             start_new_session=True,
             limit=DEVICE_MAXDATA,
         )
+        self._sandboxes.add(process)
+        return process
 

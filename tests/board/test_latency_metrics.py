@@ -38,7 +38,7 @@ def board(board_device, virtual_board) -> Iterator[AdbBoard]:
 
 def test_a_case_has_every_metric_with_the_runners_meaning(board, artifact, tmp_path: Path) -> None:
     assert board.measures_rss  # the virtual board's `time -v`
-    execution = board.run(artifact, "c0", tmp_path / "out", iterations=6, warmup=2)
+    execution = board.run(artifact, "c0", iterations=6, warmup=2)
     assert execution.exit_code == 0, execution.stderr
     latency = execution.latency_ms
     for key in ("init", "load", "first", "p50", "p90", "p99", "mean", "trimmed", "std", "cv"):
@@ -60,7 +60,7 @@ def test_a_case_has_every_metric_with_the_runners_meaning(board, artifact, tmp_p
 
 def test_a_slow_runner_grows_every_sample_by_the_delay(board, virtual_board, artifact, tmp_path: Path) -> None:
     virtual_board.control("fault slow,on=exec,delay=0.02", applied_within=30)
-    execution = board.run(artifact, "c1", tmp_path / "out", iterations=3, warmup=0)
+    execution = board.run(artifact, "c1", iterations=3, warmup=0)
     assert execution.exit_code == 0, execution.stderr
     assert min(execution.latency_ms["samples"]) >= 20.0
     assert execution.latency_ms["first"] >= 20.0
@@ -71,7 +71,7 @@ def test_a_hot_board_that_does_not_cool_makes_the_case_unstable(
 ) -> None:
     virtual_board.control("fault hot,temp=75,seconds=0", applied_within=30)
     noise = NoiseControl(cooldown_c=45.0, cooldown_max_s=1, cv_limit=10.0)  # only the heat counts
-    execution = board.run(artifact, "c2", tmp_path / "out", iterations=2, warmup=0, noise=noise)
+    execution = board.run(artifact, "c2", iterations=2, warmup=0, noise=noise)
     assert execution.exit_code == 0, execution.stderr
     assert execution.board_state["cooldown"] == {
         "threshold_c": 45.0, "max_wait_s": 1, "waited_s": 1, "start_c": 75.0, "end_c": 75.0,
@@ -87,7 +87,7 @@ def test_a_thousand_invocations_fit_one_shell_request(board, artifact, tmp_path:
     loops on the board, one latency sample per invocation still."""
     chain = board.run_chain("/data/local/tmp/x", ["a.bin"], 1000, 0, NoiseControl())
     assert len(device_command(*chain)) < SHELL_REQUEST_BUDGET
-    execution = board.run(artifact, "c1000", tmp_path / "out", iterations=1000, warmup=0)
+    execution = board.run(artifact, "c1000", iterations=1000, warmup=0)
     assert execution.exit_code == 0, execution.stderr[-2000:]
     assert execution.latency_ms["n"] == len(execution.latency_ms["samples"]) == 1000
     assert execution.stderr.count(INVOCATION_MARKER) == 1000
@@ -102,6 +102,6 @@ def test_a_failing_invocation_ends_a_looped_run_with_its_status(board, artifact,
     looped = board.run_chain(case_dir, [f"{case_dir}/input_0.bin"], 40, 0, NoiseControl())
     assert looped[-1][:2] == ["sh", "-c"]
     virtual_board.control("fault crash,after=30")
-    execution = board.run(artifact, "c40", tmp_path / "out", iterations=40, warmup=0)
+    execution = board.run(artifact, "c40", iterations=40, warmup=0)
     assert execution.exit_code == 139
     assert execution.stderr.count(INVOCATION_MARKER) == 31

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 
 import pytest
 
 from hil.attention import NeedsPerson
 from hil.board.console import ConsoleCrash
 from hil.board.recovery import Rung, first_rung, transition
-from hil.board.watchdog import BoardSilent, bounded, supervise
+from hil.board.watchdog import BoardSilent, Watch, bounded
 from hil.errors import InfraError
 
 
@@ -63,17 +65,38 @@ def test_bounded_returns_raises_or_gives_up() -> None:
         bounded(never.wait, 0.2, "stuck")
 
 
-def test_supervise_kills_at_the_deadline_of_a_responsive_board() -> None:
+def watched(ended: threading.Event, watch: Watch) -> Watch:
+    """Wait for `ended` as the run shell waits for its output: asking `watch` between waits."""
+    while not ended.wait(watch.poll()):
+        pass
+    return watch
+
+
+def test_the_watch_kills_at_the_deadline_of_a_responsive_board() -> None:
     killed = threading.Event()
-    outcome = supervise(lambda: killed.wait(30) and "ended", lambda: None, idle_s=5,
-                        deadline_s=0.3, on_deadline=killed.set, what="runner")
-    assert outcome.deadline_hit and outcome.value == "ended"
-    quick = supervise(lambda: "done", lambda: None, 5, 30, killed.set, "runner")
-    assert not quick.deadline_hit and quick.value == "done"
+    started = time.monotonic()
+    watch = watched(killed, Watch(lambda: None, idle_s=5, deadline_s=0.3, on_deadline=killed.set,
+                                  what="runner"))
+    assert watch.deadline_hit and time.monotonic() - started >= 0.3
+    done = threading.Event()
+    done.set()
+    assert not watched(done, Watch(lambda: None, 5, 30, killed.set, "runner")).deadline_hit
+
+
+def test_the_watch_probes_a_long_call_no_sooner_than_due() -> None:
+    probes: list[float] = []
+    ended = threading.Event()
+    started = time.monotonic()
+    threading.Timer(2.6, ended.set).start()
+    watched(ended, Watch(lambda: probes.append(time.monotonic() - started), idle_s=4, deadline_s=30,
+                         on_deadline=lambda: None, what="runner"))
+    # the first after PROBE_AFTER_S, then at most one a PROBE_EVERY_S (idle_s / 4 = 1 s)
+    assert 1 <= len(probes) <= 2 and probes[0] >= 1.0, probes
+    assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(probes)), probes
 
 
 @pytest.mark.parametrize("probe", ["raises", "blocks"])
-def test_supervise_declares_a_silent_board_frozen_before_the_deadline(probe: str) -> None:
+def test_the_watch_declares_a_silent_board_frozen_before_the_deadline(probe: str) -> None:
     never = threading.Event()
 
     def alive() -> None:
@@ -85,8 +108,7 @@ def test_supervise_declares_a_silent_board_frozen_before_the_deadline(probe: str
         raise AssertionError("the deadline is not what must catch a frozen board")
 
     with pytest.raises(BoardSilent, match="did not answer for 1.5 s"):
-        supervise(lambda: never.wait(30), alive, idle_s=1.5, deadline_s=30,
-                  on_deadline=on_deadline, what="runner")
+        watched(never, Watch(alive, idle_s=1.5, deadline_s=30, on_deadline=on_deadline, what="runner"))
 
 
 def test_a_board_frozen_at_the_deadline_is_found_silent_while_the_kill_hangs() -> None:
@@ -102,8 +124,7 @@ def test_a_board_frozen_at_the_deadline_is_found_silent_while_the_kill_hangs() -
 
     try:
         with pytest.raises(BoardSilent, match="did not answer for 1 s"):
-            supervise(lambda: never.wait(10), alive, idle_s=1.0, deadline_s=0.3,
-                      on_deadline=kill, what="runner")
+            watched(never, Watch(alive, idle_s=1.0, deadline_s=0.3, on_deadline=kill, what="runner"))
         assert kills == ["started"] and not kill_released.is_set()  # not waited for
     finally:
         kill_released.set()

@@ -1,5 +1,5 @@
-"""A case costs two adb connections: one sync connection (up, the watchdog's probes, down)
-and one shell."""
+"""A board's cases share two adb connections: its sync connection (up, the watchdog's
+probes, down) and its kept shell (each case's run shell)."""
 
 from pathlib import Path
 
@@ -53,23 +53,23 @@ def test_a_missing_file_is_none_and_the_rest_still_arrive(board_device, tmp_path
 def test_a_case_is_one_connection_and_the_runner_goes_up_once(
     adb_server, board_device, virtual_board, tmp_path
 ):
-    """The board's sync connection is kept from case to case: a case opens its run shell
-    only. A connection cut since the last case (the adb server dropped it: a reconnect of
-    the recovery ladder does the same) is replaced, and the case passes."""
+    """The board's sync connection and its kept shell are kept from case to case: a case
+    opens no connection. Connections cut since the last case (the adb server dropped them: a
+    reconnect of the recovery ladder does the same) are replaced, and the case passes."""
     case = next(c for c in load_suite("smoke") if c.id == "add")
     artifact = build_artifact(case, "xnnpack", "E9955", tmp_path / "artifact")
     board = AdbBoard("rt", virtual_board.address, board_device, "rt-run", VIRTUAL_RUNNER, 60)
     board.prepare()
     before = len(streams(virtual_board.root))
     for i in range(3):
-        execution = board.run(artifact, f"c{i}", tmp_path / f"out{i}", iterations=1, warmup=0)
+        execution = board.run(artifact, f"c{i}", iterations=1, warmup=0)
         assert execution.exit_code == 0, execution.stderr
         assert all(path is not None for path in execution.outputs)
     opened = streams(virtual_board.root)[before:]
-    assert opened == ["sync", "shell,v2", "shell,v2", "shell,v2"]
+    assert opened == ["sync", "shell,v2"]
     adb_server.disconnect(virtual_board.address)  # every connection to the board is cut
     board.device = adb_server.connect(virtual_board.address, timeout=30)
-    execution = board.run(artifact, "after", tmp_path / "after", iterations=1, warmup=0)
+    execution = board.run(artifact, "after", iterations=1, warmup=0)
     assert execution.exit_code == 0, execution.stderr
     assert streams(virtual_board.root)[before + len(opened):] == ["sync", "shell,v2"]
     board.cleanup()
@@ -88,7 +88,7 @@ def test_a_long_case_is_probed_on_its_own_sync_connection(
     board.prepare()
     virtual_board.control(f"fault slow,on=exec,delay={2.5 * PROBE_AFTER_S:g}", applied_within=30)
     before = len(streams(virtual_board.root))
-    execution = board.run(artifact, "long", tmp_path / "out", iterations=1, warmup=0)
+    execution = board.run(artifact, "long", iterations=1, warmup=0)
     assert execution.exit_code == 0, execution.stderr
     assert execution.timings_s["exec"] > 2 * PROBE_AFTER_S  # long enough for probes
     assert all(path is not None for path in execution.outputs)
@@ -103,7 +103,7 @@ def test_iterations_give_one_latency_sample_each(board_device, virtual_board, tm
     artifact = build_artifact(case, "xnnpack", "E9955", tmp_path / "artifact")
     board = AdbBoard("it", virtual_board.address, board_device, "it-run", VIRTUAL_RUNNER, 60)
     board.prepare()
-    execution = board.run(artifact, "c0", tmp_path / "out", iterations=5, warmup=2)
+    execution = board.run(artifact, "c0", iterations=5, warmup=2)
     assert execution.exit_code == 0, execution.stderr
     assert len(execution.latency_ms["samples"]) == 5
     assert execution.latency_ms["avg"] == pytest.approx(np.mean(execution.latency_ms["samples"]))

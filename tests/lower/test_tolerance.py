@@ -24,12 +24,12 @@ def _judge(tmp_path: Path, case: Case, error: float, flow: str = "xnnpack", scal
            delegated: tuple[str, ...] = ("aten.add.Tensor",)):
     reference = np.array([0.5, -1.0, 2.0, 0.25], dtype=np.float32)
     (tmp_path / "reference_0.bin").write_bytes(reference.tobytes())
-    (tmp_path / "output_0.bin").write_bytes((reference + np.float32(error)).tobytes())
     artifact = Artifact(tmp_path, flow, (TensorMeta("float32", (4,)),), (TensorMeta("float32", (4,)),),
                         pte_bytes=1, delegated_calls=1, delegated_ops=delegated,
                         output_scales=(scale,) if scale is not None else ())
     execution = Execution(exit_code=0, stdout="", stderr="", timed_out=False, logs=(),
-                          outputs=(tmp_path / "output_0.bin",), timings_s={}, latency_ms=None)
+                          outputs=((reference + np.float32(error)).tobytes(),), timings_s={},
+                          latency_ms=None)
     return judge(case, artifact, execution)
 
 

@@ -20,7 +20,8 @@ OTHER_CHIPSET = "e9965-elsewhere"
 def network_run(tmp_path_factory: pytest.TempPathFactory, adb_server, virtual_board,
                 board_device) -> Path:
     """One `hil run` of tiny.yaml (flow portable) on the session's virtual board reached as a
-    network board (HOST:PORT), as in GitHub Actions, then `hil report` of it: ~10 s."""
+    network board (HOST:PORT), as in GitHub Actions, then `hil report` of it: ~10 s. Every
+    case's outputs are kept (`--keep-outputs`): folders named after the board."""
     root = tmp_path_factory.mktemp("network-run")
     inventory = root / "boards.yaml"
     inventory.write_text(f"boards:\n  - name: {OTHER_CHIPSET}\n    adb: 127.0.0.1:1\n"
@@ -30,7 +31,7 @@ def network_run(tmp_path_factory: pytest.TempPathFactory, adb_server, virtual_bo
         [sys.executable, "-m", "hil", "run", "--inventory", str(inventory), "--board",
          OTHER_CHIPSET, "--board", virtual_board.address, "--board-wait", "600",
          "--adb-server", adb_server.address, "--suite", str(TINY), "--flow", "portable",
-         "--out", str(root / "hil-out")],
+         "--out", str(root / "hil-out"), "--keep-outputs"],
         cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     (root / "stdout.txt").write_text(done.stdout)

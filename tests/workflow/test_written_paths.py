@@ -32,7 +32,8 @@ def test_localization_probes_of_a_network_board_get_a_safe_folder(tmp_path, monk
 
     folders = []
     board = SimpleNamespace(name="10.0.0.7:5555", workdir="/data/local/tmp/hil",
-                            run=lambda artifact, slot, out, *rest: folders.append(out),
+                            run=lambda artifact, slot, *rest: SimpleNamespace(
+                                write_outputs=folders.append),
                             shell=lambda argv: None)
 
     def fake_localize(case, flow, chipset, run_probe, **kwargs):

@@ -1,0 +1,112 @@
+"""A board's kept shell: one `shell,v2:sh` connection kept from case to case, each case's run
+shell written to its stdin.
+
+A run shell of its own per case cost a TCP connection to the adb server, two requests, and
+the stream's open and close at adbd: the adb server's and hil's largest share of a case's
+CPU after the runner's own output (scripts/bench_boards.py). Here one `sh` on the board reads
+the cases' commands one at a time: for `shell,v2:sh` adbd execs `/system/bin/sh -c sh`, its
+stdin and stdout one socketpair and its stderr another, and passes the shell protocol's
+stdin packets to it (AOSP `adb/daemon/shell_service.cpp`, `Subprocess::ForkAndExec`,
+`PassDataStreams`). Each runs in a subshell with stdin from /dev/null (nothing
+it starts can read the next command, and a `cd` or variable does not outlive it) and is
+followed by two sentinel lines carrying a tag new to each command: `TAG<status>` on stdout
+(`$?`: the exit status the shell v2 exit packet carried, 128+N for a signal) and `TAG` on
+stderr. Each stream is complete once its sentinel has arrived: adbd forwards stdout and
+stderr from two pipes in whatever order it reads them, each in order.
+
+The connection is opened on first use and again when the one an earlier case left has ended
+(an adb disconnect, a reboot): a connection that has bytes or an end to read before a
+command is sent is not trusted. After a failed case (`AdbBoard.close_links`) it is closed:
+adbd sends the `sh` SIGHUP and closes its pipes (`PassDataStreams`); a runner still running
+is ended by its board-side backstop, as when a run shell of its own was closed.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import struct
+from collections.abc import Callable
+
+import adbutils
+
+from hil.board.connection import SHELL_EXIT, SHELL_STDERR, SHELL_STDOUT, ServiceConnection
+
+SHELL_STDIN = 0
+"""Shell v2 packet id of data for the command's stdin (reference/adb-protocol.md)."""
+_HEADER = struct.Struct("<BI")
+
+
+class KeptShellEnded(EOFError):
+    """The kept shell's `sh` exited (its exit packet came) while a command was running."""
+
+
+class KeptShell:
+    """One kept `shell,v2:sh` connection to a board; `run(command)` returns what
+    `connection.shell_v2` would. One command at a time (a board runs one case at a time)."""
+
+    def __init__(self, device: adbutils.AdbDevice, timeout: float) -> None:
+        """`timeout`: the idle timeout of the connection's set-up and of a packet's rest once
+        its first bytes have arrived (the wait for output is `run`'s `poll`'s)."""
+        self.device = device
+        self._timeout = timeout
+        self._connection: ServiceConnection | None = None
+
+    def _ready(self) -> ServiceConnection:
+        connection = self._connection
+        if connection is not None and connection.wait_readable(0):
+            self.close()  # an end (or stray bytes) since the last command: start afresh
+            connection = None
+        if connection is None:
+            connection = self._connection = ServiceConnection(self.device, "shell,v2:sh", self._timeout)
+        return connection
+
+    def run(
+        self,
+        command: str,
+        poll: Callable[[], float],
+        on_stderr: Callable[[bytes], None] | None = None,
+    ) -> adbutils.ShellReturn:
+        """Run `command` (a `device_command`) in the kept shell. `poll` (the watchdog,
+        `watchdog.Watch.poll`) is asked before each wait for output: it returns the longest
+        wait in seconds, and raises to end the call; `on_stderr` sees each stderr packet as
+        it arrives. EOFError (KeptShellEnded) when the shell ends first."""
+        connection = self._ready()
+        tag = f"hil-done-{secrets.token_hex(8)}"
+        script = f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+        connection.sendall(_HEADER.pack(SHELL_STDIN, len(script)) + script)
+        marker = tag.encode()
+        out_end = re.compile(re.escape(marker) + rb"(\d+)\n")
+        stdout, stderr = bytearray(), bytearray()
+        status: int | None = None
+        stderr_done = False
+        while status is None or not stderr_done:
+            if not connection.wait_readable(poll()):
+                continue
+            kind, length = _HEADER.unpack(connection.read_exact(_HEADER.size))
+            data = connection.read_exact(length) if length else b""
+            if kind == SHELL_STDOUT:
+                stdout += data
+                if status is None and (found := out_end.search(stdout, max(0, len(stdout) - len(data) - 40))):
+                    status = int(found.group(1))
+                    del stdout[found.start():]
+            elif kind == SHELL_STDERR:
+                stderr += data
+                if on_stderr is not None:
+                    on_stderr(data)
+                if not stderr_done and stderr.endswith(marker + b"\n"):
+                    stderr_done = True
+                    del stderr[-len(marker) - 1:]
+            elif kind == SHELL_EXIT:
+                self.close()
+                raise KeptShellEnded(f"the kept shell ended (exit {data[0] if data else '?'})")
+        out = stdout.decode("utf-8", "replace")
+        err = stderr.decode("utf-8", "replace")
+        return adbutils.ShellReturn(command=command, returncode=status, output=out + err,
+                                    stderr=err, stdout=out)
+
+    def close(self) -> None:
+        """Close the connection (adbd ends the shell); the next `run` opens a new one."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
