@@ -30,6 +30,7 @@ idle socket), so callers catch one set of errors (`hil.board.adb.ADB_ERRORS`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import select
@@ -136,6 +137,8 @@ class ServiceConnection:
         `timeout` seconds have passed without any: False."""
         if self._buffer:
             return True
+        if self.sock.fileno() < 0:  # closed by another thread (`close`)
+            raise EOFError("the connection was closed")
         return bool(select.select([self.sock], [], [], timeout)[0])
 
     def read_exact(self, size: int) -> bytes:
@@ -157,7 +160,10 @@ class ServiceConnection:
         return data
 
     def close(self) -> None:
-        """Close the socket now (no shutdown-and-sleep: see the module docstring)."""
+        """Close the socket now (no sleep: see the module docstring). A thread waiting on
+        it is woken: `shutdown` makes it readable, at its end."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
 
     def __enter__(self) -> ServiceConnection:

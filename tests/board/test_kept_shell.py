@@ -4,6 +4,8 @@ next, and a new connection when the one an earlier command left has ended."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from hil.board.commands import device_command
@@ -86,4 +88,28 @@ def test_the_watch_ends_a_command_that_outlives_the_board(board_device) -> None:
         with pytest.raises(BoardSilent, match="did not answer for 1 s"):
             kept.run(device_command(["sleep", "20"]), watch.poll)
     finally:
+        kept.close()
+
+
+def test_closing_the_shell_from_another_thread_ends_a_command_it_waits_on(board_device) -> None:
+    """What `AdbBoard.cleanup` does after a stop, while the case's thread waits for output:
+    the wait ends with an adb error (InfraError to the case), not a bug (ValueError)."""
+    kept = KeptShell(board_device, 30)
+    started = threading.Event()
+
+    def close_once_waiting() -> None:
+        started.wait(10)
+        kept.close()
+
+    def watch() -> float:
+        started.set()
+        return 30.0  # longer than the test: only the close can end the wait
+
+    closer = threading.Thread(target=close_once_waiting)
+    closer.start()
+    try:
+        with pytest.raises((EOFError, OSError)):
+            kept.run(device_command(["sleep", "20"]), watch)
+    finally:
+        closer.join()
         kept.close()
