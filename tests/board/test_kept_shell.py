@@ -93,7 +93,10 @@ def test_the_watch_ends_a_command_that_outlives_the_board(board_device) -> None:
 
 def test_closing_the_shell_from_another_thread_ends_a_command_it_waits_on(board_device) -> None:
     """What `AdbBoard.cleanup` does after a stop, while the case's thread waits for output:
-    the wait ends with an adb error (InfraError to the case), not a bug (ValueError)."""
+    the wait ends at once with an adb error (InfraError to the case), not when the command
+    ends (it did: a `select` in progress is not woken by a `close` in another thread)."""
+    marker = "/data/local/tmp/kept-shell-command-ended"
+    shell_v2(board_device, device_command(["rm", "-f", marker]), 30)
     kept = KeptShell(board_device, 30)
     started = threading.Event()
 
@@ -103,13 +106,14 @@ def test_closing_the_shell_from_another_thread_ends_a_command_it_waits_on(board_
 
     def watch() -> float:
         started.set()
-        return 30.0  # longer than the test: only the close can end the wait
+        return 60.0  # longer than the command: only the close can end the wait before it
 
     closer = threading.Thread(target=close_once_waiting)
     closer.start()
     try:
         with pytest.raises((EOFError, OSError)):
-            kept.run(device_command(["sleep", "20"]), watch)
+            kept.run(device_command(["sh", "-c", f"sleep 20; touch {marker}"]), watch)
+        assert shell_v2(board_device, device_command(["ls", marker]), 30).returncode != 0
     finally:
         closer.join()
         kept.close()
