@@ -9,7 +9,9 @@ moment the queue runs dry (the last N-1 cases are the tail, when boards go idle)
     `adb nodaemon server` it started), CPU time, not wall, so that other load on the machine
     does not count;
   - the boards' CPU per case (for information);
-  - the load average before and after.
+  - the load average before and after, and the share of the machine's CPU time the
+    hypervisor stole during the window (`steal_share`: this machine is a virtual one, and
+    its pace moves with its host's load).
 
 With `--device-time` the boards run in the off-host measuring mode (hil/virtual/offhost.py):
 outputs replayed, the device time slept, so N boards cost hil's work only and the scaling
@@ -75,6 +77,13 @@ def _children_cpu() -> dict[str, float]:
     return total
 
 
+def _machine_ticks() -> tuple[int, int]:
+    """The machine's CPU ticks so far (/proc/stat's first line): all, and those stolen by the
+    hypervisor (a virtual machine's CPUs running someone else's work)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]), fields[7] if len(fields) > 7 else 0
+
+
 def _cpu(hil_first: bool) -> dict[str, float]:
     """CPU seconds of this process ("hil") and of the adb server and boards. Scanning /proc
     for those costs this process tens of ms: at the window's start its own times are read
@@ -109,10 +118,11 @@ def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, li
         finished += 1
         seen_boards.add(record.get("board") or "")
         if "start" not in window and len(seen_boards) >= boards:
-            window.update(start=time.perf_counter(), at=finished, cpu=_cpu(hil_first=False))
+            window.update(start=time.perf_counter(), at=finished, cpu=_cpu(hil_first=False),
+                          ticks=_machine_ticks())
         elif "start" in window and "end" not in window and finished >= end_at:
             window.update(end=time.perf_counter(), cases=finished - window["at"],
-                          cpu_end=_cpu(hil_first=True))
+                          cpu_end=_cpu(hil_first=True), ticks_end=_machine_ticks())
 
     records = Run(options, on_record=on_record).execute()
     bad = [r for r in records if r["verdict"] not in ("PASS", "PASS_UNDELEGATED")]
@@ -122,12 +132,15 @@ def board_throughput(cases: list[Case], boards: int, work: Path, cache: Path, li
         raise RuntimeError(f"{len(cases)} cases are too few to measure {boards} boards' steady state")
     count = window["cases"]
     cpu = {key: (window["cpu_end"][key] - window["cpu"][key]) / count * 1000 for key in window["cpu"]}
+    ticks = window["ticks_end"][0] - window["ticks"][0]
+    stolen = window["ticks_end"][1] - window["ticks"][1]
     return {
         "boards": boards, "cases": len(cases), "measured_cases": count,
         "cases_per_s": round(count / (window["end"] - window["start"]), 3),
         "hil_cpu_ms": round(cpu["hil"] + cpu["adb"], 2), "hil_process_cpu_ms": round(cpu["hil"], 2),
         "adb_server_cpu_ms": round(cpu["adb"], 2), "board_cpu_ms": round(cpu["boards"], 2),
         "device_time": device_time,
+        "steal_share": round(stolen / ticks, 3) if ticks > 0 else None,
         "load_average": {"before": [round(v, 2) for v in load_before],
                          "after": [round(v, 2) for v in os.getloadavg()]},
     }

@@ -266,7 +266,8 @@ class AdbBoard:
             self._sync = SyncSession(self.device, self.idle_timeout_s)
             self._kept = KeptShell(self.device, self.idle_timeout_s)
         try:
-            execution = self._run(self._sync, artifact, case_dir, uploads, remote_inputs, fresh,
+            assert self._kept is not None  # opened with the sync connection, closed with it
+            execution = self._run(self._sync, self._kept, artifact, case_dir, uploads, remote_inputs, fresh,
                                   iterations, warmup, noise)
         except BaseException as exc:
             self.close_links()  # in an unknown state: the next case opens new ones
@@ -289,6 +290,7 @@ class AdbBoard:
     def _run(
         self,
         sync: SyncSession,
+        kept: KeptShell,
         artifact: Artifact,
         case_dir: str,
         uploads: list[tuple[Path | bytes, str, int]],
@@ -311,9 +313,8 @@ class AdbBoard:
         self.running_case = case_dir
         watch = Watch(lambda: self._probe(sync), self.idle_timeout_s, deadline_s,
                       lambda: self._kill_runner(case_dir), f"{self.name}: runner")
-        assert self._kept is not None
         try:  # read in this thread, the watchdog asked between two waits for output
-            result = self._kept.run(device_command(*chain), watch.poll, self._announce_cooldown)
+            result = kept.run(device_command(*chain), watch.poll, self._announce_cooldown, watch.heard)
         except ADB_ERRORS as exc:
             raise InfraError(f"{self.name}: run shell failed: {type(exc).__name__}: {exc}") from exc
         finally:

@@ -40,8 +40,10 @@ from collections.abc import Callable
 
 import adbutils
 
-SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 1, 2, 3
-"""Shell v2 packet ids (reference/adb-protocol.md); 0 is stdin (`kept_shell.SHELL_STDIN`)."""
+SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 0, 1, 2, 3
+"""Shell v2 packet ids (reference/adb-protocol.md)."""
+SHELL_HEADER = struct.Struct("<BI")
+"""A shell v2 packet's header: its id and its data's length (little-endian)."""
 _RECV_SIZE = 256 * 1024
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
@@ -186,7 +188,7 @@ def shell_v2(
     status = None
     with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
         while status is None:
-            kind, length = struct.unpack("<BI", connection.read_exact(5))
+            kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
             data = connection.read_exact(length) if length else b""
             if kind == SHELL_STDOUT:
                 stdout += data

@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import re
 import secrets
-import struct
 from collections.abc import Callable
 
 import adbutils
 
-from hil.board.connection import SHELL_EXIT, SHELL_STDERR, SHELL_STDOUT, ServiceConnection
-
-SHELL_STDIN = 0
-"""Shell v2 packet id of data for the command's stdin (reference/adb-protocol.md)."""
-_HEADER = struct.Struct("<BI")
+from hil.board.connection import (
+    SHELL_EXIT,
+    SHELL_HEADER,
+    SHELL_STDERR,
+    SHELL_STDIN,
+    SHELL_STDOUT,
+    ServiceConnection,
+)
 
 
 class KeptShellEnded(EOFError):
@@ -66,15 +68,17 @@ class KeptShell:
         command: str,
         poll: Callable[[], float],
         on_stderr: Callable[[bytes], None] | None = None,
+        heard: Callable[[], None] | None = None,
     ) -> adbutils.ShellReturn:
         """Run `command` (a `device_command`) in the kept shell. `poll` (the watchdog,
         `watchdog.Watch.poll`) is asked before each wait for output: it returns the longest
-        wait in seconds, and raises to end the call; `on_stderr` sees each stderr packet as
-        it arrives. EOFError (KeptShellEnded) when the shell ends first."""
+        wait in seconds, and raises to end the call; `heard` (`watchdog.Watch.heard`) is told
+        when a packet has arrived; `on_stderr` sees each stderr packet as it arrives.
+        EOFError (KeptShellEnded) when the shell ends first."""
         connection = self._ready()
         tag = f"hil-done-{secrets.token_hex(8)}"
         script = f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
-        connection.sendall(_HEADER.pack(SHELL_STDIN, len(script)) + script)
+        connection.sendall(SHELL_HEADER.pack(SHELL_STDIN, len(script)) + script)
         marker = tag.encode()
         out_end = re.compile(re.escape(marker) + rb"(\d+)\n")
         stdout, stderr = bytearray(), bytearray()
@@ -83,8 +87,10 @@ class KeptShell:
         while status is None or not stderr_done:
             if not connection.wait_readable(poll()):
                 continue
-            kind, length = _HEADER.unpack(connection.read_exact(_HEADER.size))
+            kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
             data = connection.read_exact(length) if length else b""
+            if heard is not None:
+                heard()
             if kind == SHELL_STDOUT:
                 stdout += data
                 if status is None and (found := out_end.search(stdout, max(0, len(stdout) - len(data) - 40))):

@@ -8,8 +8,9 @@ guards here:
   `BoardSilent`.
 - `Watch(alive, idle_s, deadline_s, on_deadline)` for a runner, which may stay silent for
   minutes, its shell read in the caller's own thread, which asks `poll()` between two
-  waits for output: while it runs, `alive()` probes the board on the side; no successful
-  probe for `idle_s` means the board froze (`BoardSilent`), and at `deadline_s`
+  waits for output, and tells `heard()` when some arrived: while it runs silent, `alive()`
+  probes the board on the side; no output and no successful probe for `idle_s` means the
+  board froze (`BoardSilent`), and at `deadline_s`
   `on_deadline()` kills the runner (a timeout of the model, not of the board). The kill runs
   on the side too: a board that froze at the deadline is still found silent after `idle_s`,
   not after the kill's own time limit.
@@ -110,6 +111,7 @@ class Watch:
         self._first_s = max(PROBE_AFTER_S, self._every_s)
         self._lock = threading.Lock()
         self._last_alive = self._start
+        self._last_heard = self._start
         self._last_error = ""
         self._probe: _Call[None] | None = None
         self._probe_started = 0.0
@@ -130,6 +132,16 @@ class Watch:
             return
         with self._lock:
             self._last_alive = max(self._last_alive, started)
+
+    def heard(self) -> None:
+        """The call's output arrived: the board answered now. A board that streams output
+        is not probed (each probe is a request through the adb server and a thread of
+        hil's: a measurable share of a case's CPU, scripts/bench_boards.py); one silent for
+        a probe interval is."""
+        now = time.monotonic()
+        self._last_heard = now  # the caller's thread only, as `poll`
+        with self._lock:
+            self._last_alive = max(self._last_alive, now)
 
     def poll(self) -> float:
         """Act on what is due (the kill at the deadline, a probe), and return the seconds
@@ -154,15 +166,16 @@ class Watch:
             detail = f" (last probe: {reason})" if reason else ""
             raise BoardSilent(f"{what}: the board did not answer for {idle_s:g} s{detail}")
         started = self._start
-        due = now - started >= self._first_s and now - self._probe_started >= self._every_s
+        quiet_since = max(self._probe_started, self._last_heard)
+        due = now - started >= self._first_s and now - quiet_since >= self._every_s
         if due and (self._probe is None or self._probe.done.is_set()):
             self._probe_started = now
             self._probe = _Call(lambda at=now: self._probe_once(at), f"hil probe {what}")
         if self._kill is not None:
             return _TICK_S
         # nothing changes before the next probe, the deadline or the idle limit
-        events = [max(started + self._first_s, self._probe_started + self._every_s),
-                  now - silent_for + idle_s]
+        next_probe = max(self._probe_started, self._last_heard) + self._every_s
+        events = [max(started + self._first_s, next_probe), now - silent_for + idle_s]
         if self._deadline_s is not None:
             events.append(started + self._deadline_s)
         return min(max(min(events) - now, _TICK_S), self._every_s)

@@ -36,6 +36,26 @@ import torch
 from torch import nn
 
 from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, PRECISIONS, Case, InputSpec, definition_site
+from hil.cases.op_modules import (
+    BatchNorm,
+    Binary,
+    Concat,
+    ConvThen,
+    Dequantize,
+    Index,
+    Quantize,
+    SplitPart,
+    TopK,
+    Unary,
+    WithConstant,
+    crop,
+    expand_channels,
+    interpolate,
+    pad_rows,
+    seeded,
+    square,
+    to_fp16,
+)
 from hil.expectation import Expectation
 from hil.verdict import Tolerance, Verdict
 
@@ -89,190 +109,6 @@ def coverage_gaps(suite: Sequence[Case], ops: Sequence[str] = OPS) -> list[str]:
         if op is None or not (case.id == op or case.id.startswith(op + "_")):
             gaps.append(f"{case.key}: id does not start with its op ({op})")
     return gaps
-
-
-# -- modules ------------------------------------------------------------------------------
-
-
-class Binary(nn.Module):
-    """`fn(x, y)` of two inputs."""
-
-    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, y)
-
-
-class WithConstant(nn.Module):
-    """`fn(x, c)` with a seeded constant tensor `c` of `shape`."""
-
-    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                 shape: Sequence[int]) -> None:
-        super().__init__()
-        self.fn = fn
-        self.register_buffer("constant", torch.randn(tuple(shape)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, self.constant)
-
-
-class Unary(nn.Module):
-    """`fn(x, *args, **kwargs)` of one input, e.g. `torch.permute(x, dims)`."""
-
-    def __init__(self, fn: Callable[..., torch.Tensor], *args: object, **kwargs: object) -> None:
-        super().__init__()
-        self.fn = fn
-        self.args = args
-        self.kwargs = kwargs
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fn(x, *self.args, **self.kwargs)
-
-
-class Index(nn.Module):
-    """`x[indices]` with constant int32 index tensors (as upstream)."""
-
-    def __init__(self, dim: int, positions: Sequence[int]) -> None:
-        super().__init__()
-        self.dim = dim
-        self.register_buffer("positions", torch.tensor(list(positions), dtype=torch.int32))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x[(slice(None),) * self.dim + (self.positions,)]
-
-
-class Concat(nn.Module):
-    """`torch.cat((x, y), dim)`."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return torch.cat((x, y), dim=self.dim)
-
-
-class SplitPart(nn.Module):
-    """`torch.split(x, sizes, dim)`: every part, or only part `part` (a getitem)."""
-
-    def __init__(self, sizes: int | Sequence[int], dim: int, part: int | None = None) -> None:
-        super().__init__()
-        self.sizes = sizes if isinstance(sizes, int) else list(sizes)
-        self.dim = dim
-        self.part = part
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        parts = torch.split(x, self.sizes, dim=self.dim)
-        return tuple(parts) if self.part is None else parts[self.part]
-
-
-class TopK(nn.Module):
-    """`torch.topk(x, k, dim)`: values and indices, or values only."""
-
-    def __init__(self, k: int, dim: int, values_only: bool = False) -> None:
-        super().__init__()
-        self.k = k
-        self.dim = dim
-        self.values_only = values_only
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        values, indices = torch.topk(x, self.k, dim=self.dim)
-        return values if self.values_only else (values, indices)
-
-
-class ConvThen(nn.Module):
-    """A 3x3 stride-2 conv followed by an activation (upstream's `with_conv` variants)."""
-
-    def __init__(self, activation: nn.Module, channels: int = 3) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(channels, 16, 3, stride=2, padding=1)
-        self.activation = activation
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.activation(self.conv(x))
-
-
-class Quantize(nn.Module):
-    """quantized_decomposed quantize (int8 output): per tensor, or per channel along dim 1."""
-
-    def __init__(self, per_channel: bool, channels: int = 4) -> None:
-        super().__init__()
-        self.per_channel = per_channel
-        self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
-        self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ops = torch.ops.quantized_decomposed
-        if self.per_channel:
-            return ops.quantize_per_channel(x, self.scales, self.zero_points, 1, -128, 127, torch.int8)
-        return ops.quantize_per_tensor(x, 0.02, 3, -128, 127, torch.int8)
-
-
-class Dequantize(nn.Module):
-    """quantized_decomposed dequantize of an int8 input: per tensor, or per channel along
-    dim 1 (followed by a float op, as the int8 kernels' consumers are)."""
-
-    def __init__(self, per_channel: bool, channels: int = 4) -> None:
-        super().__init__()
-        self.per_channel = per_channel
-        self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
-        self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
-
-    def forward(self, q: torch.Tensor) -> torch.Tensor:
-        ops = torch.ops.quantized_decomposed
-        if self.per_channel:
-            x = ops.dequantize_per_channel(q, self.scales, self.zero_points, 1, -128, 127, torch.int8)
-        else:
-            x = ops.dequantize_per_tensor(q, 0.02, 3, -128, 127, torch.int8)
-        return torch.relu(x)
-
-
-class BatchNorm(nn.Module):
-    """BatchNorm2d in eval mode with seeded statistics and affine parameters."""
-
-    def __init__(self, features: int) -> None:
-        super().__init__()
-        self.bn = nn.BatchNorm2d(features)
-        with torch.no_grad():
-            self.bn.weight.uniform_(0.5, 1.5)
-            self.bn.bias.uniform_(-0.1, 0.1)
-            self.bn.running_mean.uniform_(-0.2, 0.2)
-            self.bn.running_var.uniform_(0.5, 2.0)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bn(x)
-
-
-def _seeded(cls: Callable[..., nn.Module], *args: object, **kwargs: object) -> nn.Module:
-    """Build a module with weights from a fixed seed."""
-    torch.manual_seed(0)
-    return cls(*args, **kwargs).eval()
-
-
-def _interpolate(x: torch.Tensor, size: int, mode: str, align: bool | None) -> torch.Tensor:
-    return torch.nn.functional.interpolate(x, size=[size, size], mode=mode, align_corners=align)
-
-
-def _pad(x: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.pad(x, (0, 0, 1, 1), mode="constant", value=0.0)
-
-
-def _slice(x: torch.Tensor) -> torch.Tensor:
-    return x[:, :8, :, :8]
-
-
-def _to_fp16(x: torch.Tensor) -> torch.Tensor:
-    return x.to(torch.float16)
-
-
-def _pow2(x: torch.Tensor) -> torch.Tensor:
-    return x ** 2.0
-
-
-def _expand(x: torch.Tensor) -> torch.Tensor:
-    return x.expand(1, 16, -1, -1)
 
 
 # -- case helpers -------------------------------------------------------------------------
@@ -342,184 +178,184 @@ def cases() -> list[Case]:
     found: list[Case] = []
     add = found.extend
     # elementwise binary
-    add(_op("add", "add_simple", P(_seeded, Binary, torch.add), [x4, x4],
+    add(_op("add", "add_simple", P(seeded, Binary, torch.add), [x4, x4],
             "test_add.py::test_fp32_simple_add"))
-    add(_op("add", "add_const", P(_seeded, WithConstant, torch.add, (1, 3, 8, 8)), [x4],
+    add(_op("add", "add_const", P(seeded, WithConstant, torch.add, (1, 3, 8, 8)), [x4],
             "test_add.py::test_fp32_const_add"))
-    add(_op("add", "add_broadcast", P(_seeded, Binary, torch.add), [_in(1, 1, 8, 8), x4],
+    add(_op("add", "add_broadcast", P(seeded, Binary, torch.add), [_in(1, 1, 8, 8), x4],
             "test_add.py::test_fp32_add_broadcast"))
-    add(_op("sub", "sub_simple", P(_seeded, Binary, torch.sub), [x4, x4],
+    add(_op("sub", "sub_simple", P(seeded, Binary, torch.sub), [x4, x4],
             "test_sub.py::test_fp32_simple_sub"))
-    add(_op("sub", "sub_const", P(_seeded, WithConstant, torch.sub, (1, 3, 8, 8)), [x4],
+    add(_op("sub", "sub_const", P(seeded, WithConstant, torch.sub, (1, 3, 8, 8)), [x4],
             "test_sub.py::test_fp32_const_sub"))
-    add(_op("sub", "sub_broadcast", P(_seeded, Binary, torch.sub), [_in(1, 1, 8, 8), x4],
+    add(_op("sub", "sub_broadcast", P(seeded, Binary, torch.sub), [_in(1, 1, 8, 8), x4],
             "test_sub.py::test_fp32_sub_broadcast"))
-    add(_op("mul", "mul_simple", P(_seeded, Binary, torch.mul), [x4, x4],
+    add(_op("mul", "mul_simple", P(seeded, Binary, torch.mul), [x4, x4],
             "test_mul.py::test_fp32_simple_mul"))
-    add(_op("mul", "mul_const", P(_seeded, WithConstant, torch.mul, (1, 3, 8, 8)), [x4],
+    add(_op("mul", "mul_const", P(seeded, WithConstant, torch.mul, (1, 3, 8, 8)), [x4],
             "test_mul.py::test_fp32_const_mul"))
-    add(_op("mul", "mul_broadcast", P(_seeded, Binary, torch.mul), [_in(1, 1, 8, 8), x4],
+    add(_op("mul", "mul_broadcast", P(seeded, Binary, torch.mul), [_in(1, 1, 8, 8), x4],
             "test_mul.py::test_fp32_mul_broadcast"))
     denominator = _in(1, 3, 8, 8, low=0.5, high=2.0)
-    add(_op("div", "div_simple", P(_seeded, Binary, torch.div), [x4, denominator],
+    add(_op("div", "div_simple", P(seeded, Binary, torch.div), [x4, denominator],
             "test_div.py::test_fp32_simple_div"))
-    add(_op("div", "div_broadcast", P(_seeded, Binary, torch.div), [_in(1, 1, 8, 8), denominator],
+    add(_op("div", "div_broadcast", P(seeded, Binary, torch.div), [_in(1, 1, 8, 8), denominator],
             "test_div.py::test_fp32_div_broadcast"))
     pair = [_in(1, 8, 16, 16), _in(1, 8, 16, 16)]
-    add(_op("maximum", "maximum", P(_seeded, Binary, torch.maximum), pair))
-    add(_op("minimum", "minimum", P(_seeded, Binary, torch.min), pair,
+    add(_op("maximum", "maximum", P(seeded, Binary, torch.maximum), pair))
+    add(_op("minimum", "minimum", P(seeded, Binary, torch.min), pair,
             "test_minimum.py::test_fp32_minimum"))
-    add(_op("pow", "pow_scalar", P(_seeded, Unary, _pow2), [_in(1, 1, 16, 8, low=-2.0, high=2.0)],
+    add(_op("pow", "pow_scalar", P(seeded, Unary, square), [_in(1, 1, 16, 8, low=-2.0, high=2.0)],
             "test_pow.py::test_fp32_pow_scalar"))
-    add(_op("pow", "pow_tensor", P(_seeded, Binary, torch.pow),
+    add(_op("pow", "pow_tensor", P(seeded, Binary, torch.pow),
             [_in(1, 1, 16, 8, low=0.5, high=2.0), _in(1, 1, 16, 8)], "test_pow.py::test_fp32_pow_tensor"))
-    add(_op("bmm", "bmm", P(_seeded, Binary, torch.bmm), [_in(2, 16, 56), _in(2, 56, 32)],
+    add(_op("bmm", "bmm", P(seeded, Binary, torch.bmm), [_in(2, 16, 56), _in(2, 56, 32)],
             "test_bmm.py::test_fp32_bmm"))
     # convolution, linear, embedding
     image = [_w(1, 3, 24, 24)]
-    add(_op("conv2d", "conv2d_stride2", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1), image,
+    add(_op("conv2d", "conv2d_stride2", P(seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1), image,
             "test_conv2d.py::test_fp32_conv2d_with_bias"))
-    add(_op("conv2d", "conv2d_no_bias", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, bias=False),
+    add(_op("conv2d", "conv2d_no_bias", P(seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, bias=False),
             image, "test_conv2d.py::test_fp32_conv2d_without_bias"))
-    add(_op("conv2d", "conv2d_depthwise", P(_seeded, nn.Conv2d, 8, 8, 3, stride=2, padding=1, groups=8),
+    add(_op("conv2d", "conv2d_depthwise", P(seeded, nn.Conv2d, 8, 8, 3, stride=2, padding=1, groups=8),
             [_w(1, 8, 24, 24)], "test_conv2d.py::test_fp32_depthwise_conv2d"))
-    add(_op("conv2d", "conv2d_dilation", P(_seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, dilation=2),
+    add(_op("conv2d", "conv2d_dilation", P(seeded, nn.Conv2d, 3, 16, 3, stride=2, padding=1, dilation=2),
             image, "test_conv2d.py::test_fp32_conv2d_with_dilation"))
-    add(_op("conv2d", "conv2d_transpose", P(_seeded, nn.ConvTranspose2d, 32, 8, 2, stride=2),
+    add(_op("conv2d", "conv2d_transpose", P(seeded, nn.ConvTranspose2d, 32, 8, 2, stride=2),
             [_in(1, 32, 24, 24)], "test_conv2d.py::test_fp32_transpose_conv2d"))
-    add(_op("linear", "linear", P(_seeded, nn.Linear, 24, 8), [_w(128, 24)],
+    add(_op("linear", "linear", P(seeded, nn.Linear, 24, 8), [_w(128, 24)],
             "test_linear.py::test_fp32_linear"))
-    add(_op("embedding", "embedding", P(_seeded, nn.Embedding, 2048, 256),
+    add(_op("embedding", "embedding", P(seeded, nn.Embedding, 2048, 256),
             [_in(1, 64, low=0, high=12, dtype="int32")], "test_embedding.py::test_fp32_embedding"))
     # pooling, normalisation, reductions
     pool_in = [_w(1, 16, 24, 24)]
-    add(_op("avg_pool2d", "avg_pool2d", P(_seeded, nn.AvgPool2d, 2, 1, count_include_pad=False),
+    add(_op("avg_pool2d", "avg_pool2d", P(seeded, nn.AvgPool2d, 2, 1, count_include_pad=False),
             pool_in, "test_avg_pool2d.py::test_fp32_avg_pool2d"))
-    add(_op("avg_pool2d", "avg_pool2d_stride2", P(_seeded, nn.AvgPool2d, 2, 2, count_include_pad=False),
+    add(_op("avg_pool2d", "avg_pool2d_stride2", P(seeded, nn.AvgPool2d, 2, 2, count_include_pad=False),
             pool_in, "test_avg_pool2d.py::test_fp32_avg_pool2d_with_stride"))
-    add(_op("avg_pool2d", "avg_pool2d_kernel4", P(_seeded, nn.AvgPool2d, 4, 1, count_include_pad=False),
+    add(_op("avg_pool2d", "avg_pool2d_kernel4", P(seeded, nn.AvgPool2d, 4, 1, count_include_pad=False),
             pool_in, "test_avg_pool2d.py::test_fp32_avg_pool2d_with_kernel_size"))
-    add(_op("max_pool2d", "max_pool2d", P(_seeded, nn.MaxPool2d, 2, 1), pool_in,
+    add(_op("max_pool2d", "max_pool2d", P(seeded, nn.MaxPool2d, 2, 1), pool_in,
             "test_max_pool2d.py::test_fp32_max_pool2d"))
-    add(_op("max_pool2d", "max_pool2d_padding", P(_seeded, nn.MaxPool2d, 2, 1, padding=1), pool_in,
+    add(_op("max_pool2d", "max_pool2d_padding", P(seeded, nn.MaxPool2d, 2, 1, padding=1), pool_in,
             "test_max_pool2d.py::test_fp32_max_pool2d_with_padding"))
-    add(_op("max_pool2d", "max_pool2d_kernel4", P(_seeded, nn.MaxPool2d, 4, 1), pool_in,
+    add(_op("max_pool2d", "max_pool2d_kernel4", P(seeded, nn.MaxPool2d, 4, 1), pool_in,
             "test_max_pool2d.py::test_fp32_max_pool2d_with_kernel_size"))
-    add(_op("max_pool2d", "max_pool2d_dilation", P(_seeded, nn.MaxPool2d, 2, 1, dilation=2), pool_in,
+    add(_op("max_pool2d", "max_pool2d_dilation", P(seeded, nn.MaxPool2d, 2, 1, dilation=2), pool_in,
             "test_max_pool2d.py::test_fp32_max_pool2d_with_dilation"))
     # upstream's "with_stride" passes stride=1, its default: a stride of 2 is hil's own
-    add(_op("max_pool2d", "max_pool2d_stride2", P(_seeded, nn.MaxPool2d, 2, 2), pool_in))
-    add(_op("batch_norm", "batch_norm", P(_seeded, BatchNorm, 16), [_w(4, 16, 32, 32)],
+    add(_op("max_pool2d", "max_pool2d_stride2", P(seeded, nn.MaxPool2d, 2, 2), pool_in))
+    add(_op("batch_norm", "batch_norm", P(seeded, BatchNorm, 16), [_w(4, 16, 32, 32)],
             "test_batch_norm.py::test_fp32_batch_norm"))
-    add(_op("layer_norm", "layer_norm", P(_seeded, nn.LayerNorm, 32), [_w(1, 16, 32)]))
-    add(_op("group_norm", "group_norm", P(_seeded, nn.GroupNorm, 3, 12), [_w(1, 12, 8, 8)],
+    add(_op("layer_norm", "layer_norm", P(seeded, nn.LayerNorm, 32), [_w(1, 16, 32)]))
+    add(_op("group_norm", "group_norm", P(seeded, nn.GroupNorm, 3, 12), [_w(1, 12, 8, 8)],
             "test_group_norm.py::test_fp32_group_norm", known_a8w8=GROUP_NORM_A8W8))
-    add(_op("rms_norm", "rms_norm", P(_seeded, nn.RMSNorm, [196], eps=1e-5), [_w(1, 196)],
+    add(_op("rms_norm", "rms_norm", P(seeded, nn.RMSNorm, [196], eps=1e-5), [_w(1, 196)],
             "test_rms_norm.py::test_fp32_rms_norm"))
-    add(_op("mean_dim", "mean_dim_keepdim", P(_seeded, Unary, torch.mean, dim=[2, 3], keepdim=True),
+    add(_op("mean_dim", "mean_dim_keepdim", P(seeded, Unary, torch.mean, dim=[2, 3], keepdim=True),
             [x4], "test_mean_dim.py::test_fp32_mean_with_keep_dims"))
-    add(_op("mean_dim", "mean_dim", P(_seeded, Unary, torch.mean, dim=[2, 3], keepdim=False),
+    add(_op("mean_dim", "mean_dim", P(seeded, Unary, torch.mean, dim=[2, 3], keepdim=False),
             [x4], "test_mean_dim.py::test_fp32_mean_without_keep_dims"))
-    add(_op("sum_int_list", "sum_int_list_keepdim", P(_seeded, Unary, torch.sum, [2, 3], keepdim=True),
+    add(_op("sum_int_list", "sum_int_list_keepdim", P(seeded, Unary, torch.sum, [2, 3], keepdim=True),
             [_in(1, 16, 8, 8)], "test_sum_int_list.py::test_fp32_sum_dim_with_keep_dims"))
-    add(_op("sum_int_list", "sum_int_list", P(_seeded, Unary, torch.sum, [2, 3], keepdim=False),
+    add(_op("sum_int_list", "sum_int_list", P(seeded, Unary, torch.sum, [2, 3], keepdim=False),
             [_in(1, 16, 8, 8)], "test_sum_int_list.py::test_fp32_sum_dim_without_keep_dims"))
-    add(_op("softmax", "softmax_dim1", P(_seeded, nn.Softmax, dim=1), [_w(1, 16, 8, 8)],
+    add(_op("softmax", "softmax_dim1", P(seeded, nn.Softmax, dim=1), [_w(1, 16, 8, 8)],
             "test_softmax.py::test_fp32_softmax"))
-    add(_op("softmax", "softmax_last", P(_seeded, nn.Softmax, dim=-1), [_w(2, 10)]))
-    add(_op("log_softmax", "log_softmax_dim1", P(_seeded, nn.LogSoftmax, dim=1),
+    add(_op("softmax", "softmax_last", P(seeded, nn.Softmax, dim=-1), [_w(2, 10)]))
+    add(_op("log_softmax", "log_softmax_dim1", P(seeded, nn.LogSoftmax, dim=1),
             [_w(1, 16, 56, 56)], "test_log_softmax.py::test_fp32_log_softmax"))
     topk_in = [_in(1, 16, 8, 8)]
-    add(_op("topk", "topk_dim3", P(_seeded, TopK, 5, 3), topk_in, "test_topk.py::test_fp32_topk_dim3",
+    add(_op("topk", "topk_dim3", P(seeded, TopK, 5, 3), topk_in, "test_topk.py::test_fp32_topk_dim3",
             precisions=("fp32",)))
-    add(_op("topk", "topk_dim_negative1", P(_seeded, TopK, 5, -1), topk_in,
+    add(_op("topk", "topk_dim_negative1", P(seeded, TopK, 5, -1), topk_in,
             "test_topk.py::test_fp32_topk_dim_negative1", precisions=("fp32",)))
     # Quantized values tie, and tied values have no unique index order: A8W8 compares values.
-    add(_op("topk", "topk_values", P(_seeded, TopK, 5, -1, values_only=True), topk_in))
+    add(_op("topk", "topk_values", P(seeded, TopK, 5, -1, values_only=True), topk_in))
     # activations
     act_in = [_in(1, 3, 56, 56, low=-4.0, high=4.0)]
-    add(_op("relu", "relu", P(_seeded, nn.ReLU), act_in, "test_relu.py::test_fp32_single_relu"))
-    add(_op("relu", "relu_conv", P(_seeded, ConvThen, nn.ReLU()), act_in,
+    add(_op("relu", "relu", P(seeded, nn.ReLU), act_in, "test_relu.py::test_fp32_single_relu"))
+    add(_op("relu", "relu_conv", P(seeded, ConvThen, nn.ReLU()), act_in,
             "test_relu.py::test_fp32_conv_relu"))
     small_act = [_in(1, 3, 8, 8, low=-4.0, high=4.0)]
-    add(_op("gelu", "gelu", P(_seeded, nn.GELU), small_act, "test_gelu.py::test_fp32_single_gelu"))
-    add(_op("gelu", "gelu_conv", P(_seeded, ConvThen, nn.GELU()), small_act,
+    add(_op("gelu", "gelu", P(seeded, nn.GELU), small_act, "test_gelu.py::test_fp32_single_gelu"))
+    add(_op("gelu", "gelu_conv", P(seeded, ConvThen, nn.GELU()), small_act,
             "test_gelu.py::test_fp32_conv_gelu"))
-    add(_op("leaky_relu", "leaky_relu", P(_seeded, nn.LeakyReLU), small_act,
+    add(_op("leaky_relu", "leaky_relu", P(seeded, nn.LeakyReLU), small_act,
             "test_leaky_relu.py::test_fp32_leaky_relu"))
-    add(_op("hardsigmoid", "hardsigmoid", P(_seeded, nn.Hardsigmoid), small_act))
-    add(_op("hardswish", "hardswish", P(_seeded, nn.Hardswish), small_act))
-    add(_op("hardtanh", "hardtanh", P(_seeded, nn.Hardtanh, -1.0, 1.0), small_act))
-    add(_op("hardtanh", "hardtanh_relu6", P(_seeded, nn.ReLU6), small_act))
-    add(_op("clamp", "clamp", P(_seeded, Unary, torch.clamp, 0.0, 2.0), [_w(1, 16, 8, 8)],
+    add(_op("hardsigmoid", "hardsigmoid", P(seeded, nn.Hardsigmoid), small_act))
+    add(_op("hardswish", "hardswish", P(seeded, nn.Hardswish), small_act))
+    add(_op("hardtanh", "hardtanh", P(seeded, nn.Hardtanh, -1.0, 1.0), small_act))
+    add(_op("hardtanh", "hardtanh_relu6", P(seeded, nn.ReLU6), small_act))
+    add(_op("clamp", "clamp", P(seeded, Unary, torch.clamp, 0.0, 2.0), [_w(1, 16, 8, 8)],
             "test_clamp.py::test_fp32_clamp"))
-    add(_op("tanh", "tanh", P(_seeded, nn.Tanh), small_act, "test_tanh.py::test_fp32_tanh"))
-    add(_op("sigmoid", "sigmoid", P(_seeded, nn.Sigmoid), [_in(1, 4, 32, 32, low=-4.0, high=4.0)],
+    add(_op("tanh", "tanh", P(seeded, nn.Tanh), small_act, "test_tanh.py::test_fp32_tanh"))
+    add(_op("sigmoid", "sigmoid", P(seeded, nn.Sigmoid), [_in(1, 4, 32, 32, low=-4.0, high=4.0)],
             "test_sigmoid.py::test_fp32_sigmoid"))
     # elementwise math
-    add(_op("sqrt", "sqrt", P(_seeded, Unary, torch.sqrt), [_in(16, 8, low=0.0, high=3.0)],
+    add(_op("sqrt", "sqrt", P(seeded, Unary, torch.sqrt), [_in(16, 8, low=0.0, high=3.0)],
             "test_sqrt.py::test_fp32_sqrt"))
-    add(_op("rsqrt", "rsqrt", P(_seeded, Unary, torch.rsqrt), [_in(16, 8, low=0.1, high=3.0)],
+    add(_op("rsqrt", "rsqrt", P(seeded, Unary, torch.rsqrt), [_in(16, 8, low=0.1, high=3.0)],
             "test_rsqrt.py::test_fp32_rsqrt"))
-    add(_op("log", "log", P(_seeded, Unary, torch.log), [_in(1, 16, 56, 56, low=0.1, high=4.0)],
+    add(_op("log", "log", P(seeded, Unary, torch.log), [_in(1, 16, 56, 56, low=0.1, high=4.0)],
             "test_log.py::test_fp32_log"))
     trig = [_w(1, 3, 56, 56)]
-    add(_op("cos", "cos", P(_seeded, Unary, torch.cos), trig, "test_cos.py::test_fp32_cos"))
-    add(_op("sin", "sin", P(_seeded, Unary, torch.sin), trig, "test_sin.py::test_fp32_sin"))
+    add(_op("cos", "cos", P(seeded, Unary, torch.cos), trig, "test_cos.py::test_fp32_cos"))
+    add(_op("sin", "sin", P(seeded, Unary, torch.sin), trig, "test_sin.py::test_fp32_sin"))
     # data movement
-    add(_op("cat", "cat_axis1", P(_seeded, Concat, 1), [x4, x4], "test_cat.py::test_fp32_concat_on_axis1"))
-    add(_op("cat", "cat_axis3", P(_seeded, Concat, 3), [x4, x4], "test_cat.py::test_fp32_concat_on_axis3"))
-    add(_op("constant_pad_nd", "constant_pad_nd", P(_seeded, Unary, _pad), [_in(1, 6, 8, 16)],
+    add(_op("cat", "cat_axis1", P(seeded, Concat, 1), [x4, x4], "test_cat.py::test_fp32_concat_on_axis1"))
+    add(_op("cat", "cat_axis3", P(seeded, Concat, 3), [x4, x4], "test_cat.py::test_fp32_concat_on_axis3"))
+    add(_op("constant_pad_nd", "constant_pad_nd", P(seeded, Unary, pad_rows), [_in(1, 6, 8, 16)],
             "test_constant_pad_nd.py::test_fp32_constant_pad_nd"))
-    add(_op("expand_copy", "expand_copy", P(_seeded, Unary, _expand), [_in(1, 1, 8, 8)],
+    add(_op("expand_copy", "expand_copy", P(seeded, Unary, expand_channels), [_in(1, 1, 8, 8)],
             "test_expand_copy.py::test_fp32_expand_copy"))
     for order in ((0, 2, 3, 1), (0, 3, 1, 2), (0, 3, 2, 1)):
         name = "".join(map(str, order))
-        add(_op("permute", f"permute_{name}", P(_seeded, Unary, torch.permute, order), [x4],
+        add(_op("permute", f"permute_{name}", P(seeded, Unary, torch.permute, order), [x4],
                 f"test_permute.py::test_fp32_permute_{name}"))
-    add(_op("reshape", "reshape", P(_seeded, Unary, torch.reshape, (1, 32, 8)), [_in(1, 16, 2, 8)],
+    add(_op("reshape", "reshape", P(seeded, Unary, torch.reshape, (1, 32, 8)), [_in(1, 16, 2, 8)],
             "test_reshape.py::test_fp32_reshape"))
-    add(_op("squeeze", "squeeze_dim2", P(_seeded, Unary, torch.squeeze, [2]), [_in(1, 2, 1, 3)],
+    add(_op("squeeze", "squeeze_dim2", P(seeded, Unary, torch.squeeze, [2]), [_in(1, 2, 1, 3)],
             "test_squeeze.py::test_fp32_squeeze"))
-    add(_op("unsqueeze", "unsqueeze_dim1", P(_seeded, Unary, torch.unsqueeze, 1), [_in(2, 3, 1, 4)],
+    add(_op("unsqueeze", "unsqueeze_dim1", P(seeded, Unary, torch.unsqueeze, 1), [_in(2, 3, 1, 4)],
             "test_unsqueeze.py::test_fp32_unsqueeze"))
-    add(_op("select", "select_axis1", P(_seeded, Unary, torch.select, 1, 0), [_in(1, 4, 16, 16)],
+    add(_op("select", "select_axis1", P(seeded, Unary, torch.select, 1, 0), [_in(1, 4, 16, 16)],
             "test_select.py::test_fp32_select_on_axis1"))
-    add(_op("select", "select_axis3", P(_seeded, Unary, torch.select, 3, 6), [_in(1, 4, 16, 16)],
+    add(_op("select", "select_axis3", P(seeded, Unary, torch.select, 3, 6), [_in(1, 4, 16, 16)],
             "test_select.py::test_fp32_concat_on_axis3"))  # sic: upstream's name for axis 3
-    add(_op("slice_copy", "slice_copy", P(_seeded, Unary, _slice), [_in(1, 16, 16, 16)],
+    add(_op("slice_copy", "slice_copy", P(seeded, Unary, crop), [_in(1, 16, 16, 16)],
             "test_slice_copy.py::test_fp32_slice_copy"))
     index_in = [_in(4, 16, 8, 8)]
     for axis, positions in ((0, [2, 0]), (1, [0, 3, 2, 11, 8]), (2, [1, 2, 5, 6]), (3, [0, 3, 6, 4])):
-        add(_op("index", f"index_axis{axis}", P(_seeded, Index, axis, positions), index_in,
+        add(_op("index", f"index_axis{axis}", P(seeded, Index, axis, positions), index_in,
                 f"test_index.py::test_fp32_index_on_axis{axis}"))
     split_in = [_in(6, 6)]
-    add(_op("split_with_sizes_copy", "split_with_sizes_copy_dim1", P(_seeded, SplitPart, [3, 2, 1], 1),
+    add(_op("split_with_sizes_copy", "split_with_sizes_copy_dim1", P(seeded, SplitPart, [3, 2, 1], 1),
             split_in, "test_split_with_sizes_copy.py::test_fp32_split_dim1"))
-    add(_op("split_with_sizes_copy", "split_with_sizes_copy_even", P(_seeded, SplitPart, 3, 0),
+    add(_op("split_with_sizes_copy", "split_with_sizes_copy_even", P(seeded, SplitPart, 3, 0),
             split_in, "test_split_with_sizes_copy.py::test_fp32_split_default"))
-    add(_op("split_with_sizes_copy", "split_with_sizes_copy_chunk", P(_seeded, SplitPart, [3, 3], 0),
+    add(_op("split_with_sizes_copy", "split_with_sizes_copy_chunk", P(seeded, SplitPart, [3, 3], 0),
             split_in, "test_split_with_sizes_copy.py::test_fp32_split_chunk"))
-    add(_op("getitem", "getitem_split", P(_seeded, SplitPart, [3, 2, 1], 1, part=1), split_in))
-    add(_op("pixel_shuffle", "pixel_shuffle", P(_seeded, nn.PixelShuffle, 3), [_in(1, 9, 4, 4)],
+    add(_op("getitem", "getitem_split", P(seeded, SplitPart, [3, 2, 1], 1, part=1), split_in))
+    add(_op("pixel_shuffle", "pixel_shuffle", P(seeded, nn.PixelShuffle, 3), [_in(1, 9, 4, 4)],
             "test_pixel_shuffle.py::test_fp32_pixel_shuffle"))
     add(_op("upsample_bilinear2d", "upsample_bilinear2d",
-            P(_seeded, Unary, _interpolate, 32, "bilinear", False), [_in(1, 16, 16, 16)],
+            P(seeded, Unary, interpolate, 32, "bilinear", False), [_in(1, 16, 16, 16)],
             "test_upsample_bilinear2d.py::test_fp32_upsample_bilinear2d"))
     add(_op("upsample_bilinear2d", "upsample_bilinear2d_align_corners",
-            P(_seeded, Unary, _interpolate, 32, "bilinear", True), [_in(1, 16, 16, 16)]))
+            P(seeded, Unary, interpolate, 32, "bilinear", True), [_in(1, 16, 16, 16)]))
     add(_op("upsample_nearest2d", "upsample_nearest2d",
-            P(_seeded, Unary, _interpolate, 32, "nearest", None), [_in(1, 4, 16, 16)],
+            P(seeded, Unary, interpolate, 32, "nearest", None), [_in(1, 4, 16, 16)],
             "test_upsample_nearest2d.py::test_fp32_upsample_nearest2d"))
-    add(_op("to_copy", "to_copy_fp16", P(_seeded, Unary, _to_fp16), [_in(1, 3, 56, 56)],
+    add(_op("to_copy", "to_copy_fp16", P(seeded, Unary, to_fp16), [_in(1, 3, 56, 56)],
             "test_to_copy.py::test_fp32_to_copy"))
     # quantize / dequantize
-    add(_op("quantize_per_tensor", "quantize_per_tensor", P(_seeded, Quantize, False),
+    add(_op("quantize_per_tensor", "quantize_per_tensor", P(seeded, Quantize, False),
             [_in(1, 4, 8, 8, low=-2.0, high=2.0)]))
-    add(_op("dequantize_per_tensor", "dequantize_per_tensor", P(_seeded, Dequantize, False),
+    add(_op("dequantize_per_tensor", "dequantize_per_tensor", P(seeded, Dequantize, False),
             [_in(1, 4, 8, 8, low=-128, high=128, dtype="int8")]))
-    add(_op("quantize_per_channel", "quantize_per_channel", P(_seeded, Quantize, True),
+    add(_op("quantize_per_channel", "quantize_per_channel", P(seeded, Quantize, True),
             [_in(1, 4, 8, 8, low=-2.0, high=2.0)]))
-    add(_op("dequantize_per_channel", "dequantize_per_channel", P(_seeded, Dequantize, True),
+    add(_op("dequantize_per_channel", "dequantize_per_channel", P(seeded, Dequantize, True),
             [_in(1, 4, 8, 8, low=-128, high=128, dtype="int8")]))
     return found

@@ -44,10 +44,11 @@ ADAPTORS = ("PyEnnWrapperAdaptor", "PyGraphWrapperAdaptor")
 PACKAGE = "executorch.backends.samsung.python"
 QDQ_PREFIXES = ("quantize_per_", "dequantize_per_")
 """Short names of the quantize/dequantize ops (A8W8 graphs add them around every op)."""
-DELEGATION_INPUTS = ("cases/ops.py", "cases/case.py", "lower/enn_partition.py", "lower/quantize.py")
+DELEGATION_INPUTS = ("cases/ops.py", "cases/op_modules.py", "cases/case.py", "lower/enn_partition.py",
+                     "lower/quantize.py")
 """hil's sources a case's derived delegation depends on (paths in the `hil` package): the ops
-cases' definitions, the Case record (seeds, inputs), this mirror of the partitioner, and the
-A8W8 quantization that shapes the graph it sees."""
+cases' definitions and modules, the Case record (seeds, inputs), this mirror of the
+partitioner, and the A8W8 quantization that shapes the graph it sees."""
 
 
 class _FakeEnnWrapper:

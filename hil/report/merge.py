@@ -145,15 +145,10 @@ def _capacity_lost(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     known = [r["capacity_lost"] for r in runs if isinstance(r.get("capacity_lost"), dict)]
     if not known:
         return None
-    out = sum(_seconds(k.get("board_seconds_out")) for k in known)
-    total = sum(_seconds(k.get("board_seconds")) for k in known)
+    out = sum(k.get("board_seconds_out") or 0.0 for k in known)  # numbers: `load_results` checked
+    total = sum(k.get("board_seconds") or 0.0 for k in known)
     return {"board_seconds_out": round(out, 3), "board_seconds": round(total, 3),
             "fraction": round(out / total, 4) if total > 0 else 0.0}
-
-
-def _seconds(value: Any) -> float:
-    """A count of seconds as a results file holds it; anything else (a hand-edited file) 0."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _usable_boards(runs: list[dict[str, Any]]) -> int | None:

@@ -372,12 +372,18 @@ def save_results(document: dict[str, Any], path: Path) -> None:
 
 _OBJECT_LIST = (list, dict)
 """A list whose items must be objects."""
+_NUMBER = (int, float)
+"""A number (an int or a float, not a boolean)."""
 RUN_FIELD_TYPES: dict[str, Any] = {
     "boards": _OBJECT_LIST, "command": list, "usable_boards": int, "shard": str, "id": str,
     "status": str, "flow": str, "chipset": str, "virtual": bool, "merged_from": _OBJECT_LIST,
     "planned": list, "missing_shards": list, "capacity_lost": dict,
 }
 """The types of the run fields the renderings read (None is allowed for each)."""
+CAPACITY_FIELD_TYPES: dict[str, Any] = {
+    "board_seconds_out": _NUMBER, "board_seconds": _NUMBER, "fraction": _NUMBER,
+}
+"""The types of `run.capacity_lost`'s fields (summed by `hil merge`)."""
 CASE_FIELD_TYPES: dict[str, Any] = {
     "attempts": int, "board": str, "delegation": dict, "latency_ms": dict, "logs": dict,
     "outputs": _OBJECT_LIST, "timings_s": dict, "message": str, "memory": dict,
@@ -395,15 +401,15 @@ def _kind(value: Any) -> str:
 def _check_types(path: Path, where: str, record: dict[str, Any], types: dict[str, Any]) -> None:
     """UsageError naming the first field of `record` whose type is not the expected one."""
     names = {list: "a list", dict: "an object", str: "a string", int: "a number",
-             bool: "a boolean", _OBJECT_LIST: "a list of objects"}
+             bool: "a boolean", _OBJECT_LIST: "a list of objects", _NUMBER: "a number"}
     for name, expected in types.items():
         value = record.get(name)
         if value is None:
             continue
         if expected is _OBJECT_LIST:
             good = isinstance(value, list) and all(isinstance(item, dict) for item in value)
-        elif expected is int:
-            good = isinstance(value, int) and not isinstance(value, bool)
+        elif expected is int or expected is _NUMBER:
+            good = isinstance(value, expected) and not isinstance(value, bool)
         else:
             good = isinstance(value, expected)
         if not good:
@@ -445,6 +451,8 @@ def load_results(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: field 'cases' is missing or not a list")
     verdicts = {v.value for v in Verdict}
     _check_types(path, "run", document["run"], RUN_FIELD_TYPES)
+    if isinstance(document["run"].get("capacity_lost"), dict):
+        _check_types(path, "run.capacity_lost", document["run"]["capacity_lost"], CAPACITY_FIELD_TYPES)
     if not isinstance(document.get("totals", {}), dict):
         raise UsageError(f"{path}: field 'totals' is {_kind(document['totals'])}, expected an object")
     for index, case in enumerate(cases):

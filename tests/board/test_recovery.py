@@ -95,6 +95,45 @@ def test_the_watch_probes_a_long_call_no_sooner_than_due() -> None:
     assert all(later - earlier >= 1.0 for earlier, later in itertools.pairwise(probes)), probes
 
 
+def test_a_call_whose_output_keeps_coming_is_not_probed_until_it_falls_silent() -> None:
+    """Output heard every 0.3 s for 2.4 s, then silence for 1.6 s (idle_s 4: a probe may
+    come 1 s after the last output or probe): no probe while output comes, then at least one
+    and none sooner than 1 s after the last output."""
+    probes: list[float] = []
+    started = time.monotonic()
+    watch = Watch(lambda: probes.append(time.monotonic() - started), idle_s=4, deadline_s=30,
+                  on_deadline=lambda: None, what="runner")
+    ended = threading.Event()
+    threading.Timer(4.0, ended.set).start()
+    last_heard = 0.0
+    while not ended.is_set():
+        if time.monotonic() - started < 2.4:
+            watch.heard()
+            last_heard = time.monotonic() - started
+        ended.wait(min(watch.poll(), 0.3))
+    assert probes, "a call silent for longer than a probe interval is probed"
+    assert last_heard >= 2.0 and probes[0] >= last_heard + 1.0, (last_heard, probes)
+
+
+def test_output_counts_as_an_answer_but_silence_after_it_is_still_caught() -> None:
+    """A board that streamed output and then froze (its probes fail) is declared silent
+    `idle_s` after its last output, not sooner and not never."""
+    started = time.monotonic()
+
+    def alive() -> None:
+        raise InfraError("device offline")
+
+    watch = Watch(alive, idle_s=1.0, deadline_s=30, on_deadline=lambda: None, what="runner")
+    last_heard = started
+    with pytest.raises(BoardSilent, match="did not answer for 1 s"):
+        while True:
+            if time.monotonic() - started < 1.5:
+                watch.heard()
+                last_heard = time.monotonic()
+            time.sleep(min(watch.poll(), 0.1))
+    assert last_heard - started >= 1.3 and time.monotonic() - last_heard >= 1.0
+
+
 @pytest.mark.parametrize("probe", ["raises", "blocks"])
 def test_the_watch_declares_a_silent_board_frozen_before_the_deadline(probe: str) -> None:
     never = threading.Event()

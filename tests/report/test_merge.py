@@ -80,7 +80,9 @@ def test_usable_boards_of_a_merge_counts_distinct_boards(tmp_path: Path) -> None
     assert load_results(out)["run"]["usable_boards"] is None
 
 
-def test_the_capacity_lost_of_a_merge_is_its_shards_summed(tmp_path: Path) -> None:
+def test_the_capacity_lost_of_a_merge_is_its_shards_summed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     paths = _shards(tmp_path)
     for path, (out_s, total_s) in zip(paths[:2], [(10.0, 100.0), (30.0, 300.0)], strict=True):
         document = load_results(path)
@@ -96,8 +98,13 @@ def test_the_capacity_lost_of_a_merge_is_its_shards_summed(tmp_path: Path) -> No
     document = load_results(paths[0])  # hand-edited: a string where seconds belong
     document["run"]["capacity_lost"]["board_seconds_out"] = "ten"
     save_results(document, paths[0])
-    main(["merge", str(paths[0]), "--out", str(out)])
-    assert load_results(out)["run"]["capacity_lost"]["board_seconds_out"] == 0.0
+    out.unlink()
+    capsys.readouterr()
+    assert main(["merge", str(paths[0]), "--out", str(out)]) == 3  # refused, not summed as 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(paths[0]) in err
+    assert "'run.capacity_lost.board_seconds_out' is a string, expected a number" in err
+    assert not out.exists()
 
 
 def test_a_missing_or_unfinished_shard_is_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
