@@ -109,14 +109,19 @@ class ConvThen(nn.Module):
         return self.activation(self.conv(x))
 
 
-class Quantize(nn.Module):
-    """quantized_decomposed quantize (int8 output): per tensor, or per channel along dim 1."""
+class Int8Parameters(nn.Module):
+    """Fixed int8 quantization parameters: per tensor (scale 0.02, zero point 3), or per
+    channel along dim 1 (`scales`, `zero_points` buffers)."""
 
     def __init__(self, per_channel: bool, channels: int = 4) -> None:
         super().__init__()
         self.per_channel = per_channel
         self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
         self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
+
+
+class Quantize(Int8Parameters):
+    """quantized_decomposed quantize (int8 output): per tensor, or per channel along dim 1."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ops = torch.ops.quantized_decomposed
@@ -125,15 +130,9 @@ class Quantize(nn.Module):
         return ops.quantize_per_tensor(x, 0.02, 3, -128, 127, torch.int8)
 
 
-class Dequantize(nn.Module):
+class Dequantize(Int8Parameters):
     """quantized_decomposed dequantize of an int8 input: per tensor, or per channel along
     dim 1 (followed by a float op, as the int8 kernels' consumers are)."""
-
-    def __init__(self, per_channel: bool, channels: int = 4) -> None:
-        super().__init__()
-        self.per_channel = per_channel
-        self.register_buffer("scales", torch.linspace(0.01, 0.04, channels, dtype=torch.float64))
-        self.register_buffer("zero_points", torch.arange(channels, dtype=torch.int64) - 2)
 
     def forward(self, q: torch.Tensor) -> torch.Tensor:
         ops = torch.ops.quantized_decomposed

@@ -140,6 +140,9 @@ class Holder:
         self.timeout_s = float(request.get("timeout_s") or 600.0)
         self.idle_limit_s = float(request.get("idle_s") or 7200.0)
         self.released_by_client = threading.Event()
+        self.final: str | None = None
+        """Why the holder gave the board back on its own (set before the give-back, which can
+        take seconds: `-C` meanwhile says why, not just "released")."""
         try:
             sources = held_sources(request.get("inventory"), request["board"], request.get("labgrid"))
         except UsageError as exc:
@@ -171,13 +174,13 @@ class Holder:
             with StopSignals(self.stop), self.held:
                 threading.Thread(target=self._accept, args=(listener,), name="accept",
                                  daemon=True).start()
-                final = self._wait()
+                final = self.final = self._wait()
+                if final is not None:
+                    self.session.write(FINAL_FILE, {"state": UNAVAILABLE, "why": final})
         finally:
             listener.close()
             with contextlib.suppress(FileNotFoundError):
                 self.session.socket.unlink()
-            if final is not None:
-                self.session.write(FINAL_FILE, {"state": UNAVAILABLE, "why": final})
             with contextlib.suppress(FileNotFoundError):
                 (self.session.folder / HOLDER_FILE).unlink()
         log.info("holder ends (%s)", final or "released")
@@ -232,7 +235,7 @@ class Holder:
     def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")
         if op == "status":
-            kind, why = self.held.state()
+            kind, why = (UNAVAILABLE, self.final) if self.final is not None else self.held.state()
             return {"state": kind, "why": why, "session": self.session.name}
         if op == "release":
             self.released_by_client.set()
