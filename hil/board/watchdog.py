@@ -136,8 +136,7 @@ class Watch:
     def heard(self) -> None:
         """The call's output arrived: the board answered now. A board that streams output
         is not probed (each probe is a request through the adb server and a thread of
-        hil's: a measurable share of a case's CPU, scripts/bench_boards.py); one silent for
-        a probe interval is."""
+        hil's); one silent for a probe interval is."""
         now = time.monotonic()
         self._last_heard = now  # the caller's thread only, as `poll`
         with self._lock:
