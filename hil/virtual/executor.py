@@ -4,10 +4,10 @@ unix socket.
 On a real board `enn_executor_runner` is a C++ binary. On the virtual board hil pushes the
 stdlib-only runner front (`runner_front.py`) under that name; the front forwards its argv and
 cwd over a unix socket to the `WarmExecutor` living in the board process, which imported
-`executorch.runtime` once, so a runner exec costs milliseconds like the real one. The runner
-itself — upstream's `main()` step by step, under the board's runner profile — is
-`hil/virtual/runner.py`; this module serves it and applies the board's runner faults. The wire
-protocol is documented in `runner_front.py`.
+`executorch.runtime` once (without the exporter: `host_runtime.py`), so a runner exec costs
+milliseconds like the real one. The runner itself — upstream's `main()` step by step, under
+the board's runner profile — is `hil/virtual/runner.py`; this module serves it and applies the
+board's runner faults. The wire protocol is documented in `runner_front.py`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from hil.runner.profiles import PROFILES, RunnerProfile
 from hil.virtual import gflags
 from hil.virtual.device import VENDOR_LIB_PATH
+from hil.virtual.host_runtime import import_runtime
 from hil.virtual.offhost import OffHost
 from hil.virtual.program_cache import ProgramCache
 from hil.virtual.runner import (
@@ -178,9 +179,7 @@ class WarmExecutor:
     def _warm_up(self) -> None:
         start = time.perf_counter()
         try:
-            from executorch.runtime import Runtime
-
-            Runtime.get()
+            import_runtime().get()
             try:
                 importlib.import_module("executorch.kernels.quantized")
             except ImportError:

@@ -207,3 +207,36 @@ def test_front_request_is_json_the_executor_decodes() -> None:
     decoded = json.loads(request[4:])
     assert decoded == {"argv": argv, "cwd": "/data/local/tmp/ü", "pid": 42}
     assert os.fsencode(decoded["argv"][3]) == b"\xff\xfe.bin"
+
+
+_LEAN_IMPORT = """
+import sys
+import numpy as np
+import torch
+from hil.virtual.host_runtime import import_runtime
+runtime = import_runtime().get()
+leaked = sorted(name for name in sys.modules if name.startswith("executorch.exir"))
+assert not leaked, leaked
+method = runtime.load_program(sys.argv[1]).load_method("forward")
+x, y = (torch.from_numpy(np.load(path)) for path in sys.argv[2:4])
+print(method.execute([x, y])[0].numpy().tolist())
+"""
+
+
+def test_the_board_imports_the_runtime_without_the_exporter_and_runs_a_program(
+    lowered: tuple[bytes, TwoInputs], tmp_path: Path
+) -> None:
+    """The board's lean import (host_runtime.py) leaves no `executorch.exir` module behind (a
+    later import runs the real package) and its runtime computes what the module does."""
+    data, module = lowered
+    (tmp_path / "m.pte").write_bytes(data)
+    x, y = torch.randn(2, 4), torch.randn(2, 3)
+    np.save(tmp_path / "x.npy", x.numpy())
+    np.save(tmp_path / "y.npy", y.numpy())
+    done = subprocess.run(
+        [sys.executable, "-c", _LEAN_IMPORT, str(tmp_path / "m.pte"), str(tmp_path / "x.npy"),
+         str(tmp_path / "y.npy")], capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    got = np.array(json.loads(done.stdout))
+    np.testing.assert_allclose(got, module(x, y)[0].detach().numpy(), rtol=1e-5, atol=1e-6)
