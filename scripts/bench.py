@@ -6,7 +6,7 @@ One process measures, on the same virtual boards and link, and prints tables:
   (b) hil vs a minimal client doing the same three operations on the same board and link
       (`MinimalClient` below), and where a case's time goes;
   (c) hil vs the link-limited minimum (bytes / bandwidth + 3 round trips + the runner's own
-      work) plus the board's own per-exec cost (its shell start and the runner front, both
+      work) plus the board's own per-exec cost (a kept-shell command and the runner front, both
       measured on an unshaped board), per case; and vs the link minimum plus everything the
       board does for a case (the minimal client's whole case on an unshaped board);
   (d) 1 vs 4 virtual boards on >= 40 cases (board phase of a real `Run`, lowering cached),
@@ -24,13 +24,14 @@ hil_cpu_ms_per_case, cases_per_s_{1,4,16}_boards, scaling_4_boards, scaling_16_b
 hil_cpu_ceiling_cases_per_s, hil_cpu_ceiling_boards_per_core (with each measurement's load
 average under `offhost`).
 
-The minimal client is the floor for what hil does per case: ~60 lines of Python on raw
-sockets, no adbutils, no threads, no watchdog, no parsing, no results. It opens each service
-with `host:transport:SERIAL` on its own connection with Nagle off and quick ACKs, pushes the
-`.pte`, inputs and folder markers in one sync connection (acknowledgements read at the end),
-runs exactly the run shell hil runs (`AdbBoard.run_chain`) through shell v2, and pulls the
-outputs and `statistics.txt` files in one sync connection. hil / that client is what hil's own code
-costs; the board's work is the same for both.
+The minimal client is the floor for what hil does per case: ~80 lines of Python on raw
+sockets, no adbutils, no threads, no watchdog, no parsing, no results. Like hil, it keeps two
+connections from case to case (each opened with `host:transport:SERIAL`, Nagle off, quick
+ACKs): a sync connection, which pushes the `.pte`, inputs and folder markers (acknowledgements
+read at the end) and pulls the outputs and `statistics.txt` files, and a `shell,v2:sh` to
+whose stdin it writes exactly the run shell hil runs (`AdbBoard.run_chain`) with hil's
+sentinels (hil/board/kept_shell.py). hil / that client is what hil's own code costs; the
+board's work is the same for both.
 
 Usage: .venv/bin/python scripts/bench.py [--suite ops] [--link usb2] [--cases 10] [--json bench.json]
 """
@@ -78,6 +79,8 @@ class MinimalClient:
     def __init__(self, server_port: int, serial: str) -> None:
         self.address = ("127.0.0.1", server_port)
         self.serial = serial
+        self._sync: socket.socket | None = None
+        self._shell: socket.socket | None = None
 
     def _open(self, service: str) -> socket.socket:
         sock = socket.create_connection(self.address)
@@ -101,61 +104,71 @@ class MinimalClient:
             data += chunk
         return data
 
+    def close(self) -> None:
+        """Close the kept connections (adbd ends the kept `sh`)."""
+        for sock in (self._sync, self._shell):
+            if sock is not None:
+                sock.close()
+        self._sync = self._shell = None
+
     def shell(self, command: str) -> tuple[int, bytes]:
-        """Exit status and stderr of a shell v2 command."""
-        sock = self._open(f"shell,v2:{command}")
-        stderr = b""
-        try:
-            while True:
-                kind, length = struct.unpack("<BI", self._exact(sock, 5))
-                data = self._exact(sock, length) if length else b""
-                if kind == 3:
-                    return data[0], stderr
-                if kind == 2:
-                    stderr += data
-        finally:
-            sock.close()
+        """Exit status and stderr of `command`, written to the kept `shell,v2:sh` with the
+        sentinels hil's kept shell uses (hil/board/kept_shell.py)."""
+        if self._shell is None:
+            self._shell = self._open("shell,v2:sh")
+        sock, tag = self._shell, f"min-{time.monotonic_ns()}"
+        script = f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+        sock.sendall(struct.pack("<BI", 0, len(script)) + script)
+        stdout, stderr, marker = b"", b"", tag.encode()
+        while not (marker in stdout and stderr.endswith(marker + b"\n")):
+            kind, length = struct.unpack("<BI", self._exact(sock, 5))
+            data = self._exact(sock, length) if length else b""
+            if kind == 1:
+                stdout += data
+            elif kind == 2:
+                stderr += data
+            elif kind == 3:
+                raise EOFError("the kept shell ended")
+        status = int(stdout[stdout.index(marker) + len(marker):].split(b"\n", 1)[0])
+        return status, stderr[: -len(marker) - 1]
+
+    def _kept_sync(self) -> socket.socket:
+        if self._sync is None:
+            self._sync = self._open("sync:")
+        return self._sync
 
     def push(self, files: list[tuple[Path | bytes, str]]) -> None:
-        sock = self._open("sync:")
-        try:
-            for local, remote in files:
-                spec = f"{remote},{0o100644}".encode()
-                data = local if isinstance(local, bytes) else local.read_bytes()
-                message = b"SEND" + struct.pack("<I", len(spec)) + spec
-                for offset in range(0, len(data), 65536):
-                    chunk = data[offset : offset + 65536]
-                    sock.sendall(message + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
-                    message = b""
-                sock.sendall(message + b"DONE" + struct.pack("<I", int(time.time())))
-            for _ in files:
-                if self._exact(sock, 8)[:4] != b"OKAY":
-                    raise RuntimeError("push refused")
-            sock.sendall(b"QUIT" + bytes(4))
-        finally:
-            sock.close()
+        sock = self._kept_sync()
+        for local, remote in files:
+            spec = f"{remote},{0o100644}".encode()
+            data = local if isinstance(local, bytes) else local.read_bytes()
+            message = b"SEND" + struct.pack("<I", len(spec)) + spec
+            for offset in range(0, len(data), 65536):
+                chunk = data[offset : offset + 65536]
+                sock.sendall(message + b"DATA" + struct.pack("<I", len(chunk)) + chunk)
+                message = b""
+            sock.sendall(message + b"DONE" + struct.pack("<I", int(time.time())))
+        for _ in files:
+            if self._exact(sock, 8)[:4] != b"OKAY":
+                raise RuntimeError("push refused")
 
     def pull(self, remotes: list[str]) -> dict[str, bytes]:
-        sock = self._open("sync:")
+        sock = self._kept_sync()
         found = {}
-        try:
-            for remote in remotes:
-                path = remote.encode()
-                sock.sendall(b"RECV" + struct.pack("<I", len(path)) + path)
-                parts = []
-                while True:
-                    header = self._exact(sock, 8)
-                    length = struct.unpack("<I", header[4:])[0]
-                    if header[:4] == b"DATA":
-                        parts.append(self._exact(sock, length))
-                    elif header[:4] == b"DONE":
-                        break
-                    else:
-                        raise RuntimeError(f"pull {remote}: {header[:4]!r}")
-                found[remote] = b"".join(parts)
-            sock.sendall(b"QUIT" + bytes(4))
-        finally:
-            sock.close()
+        for remote in remotes:
+            path = remote.encode()
+            sock.sendall(b"RECV" + struct.pack("<I", len(path)) + path)
+            parts = []
+            while True:
+                header = self._exact(sock, 8)
+                length = struct.unpack("<I", header[4:])[0]
+                if header[:4] == b"DATA":
+                    parts.append(self._exact(sock, length))
+                elif header[:4] == b"DONE":
+                    break
+                else:
+                    raise RuntimeError(f"pull {remote}: {header[:4]!r}")
+            found[remote] = b"".join(parts)
         return found
 
     def case(self, board: AdbBoard, artifact: Artifact, case_dir: str) -> dict[str, float]:
@@ -251,15 +264,16 @@ def median_ms(values: list[float]) -> float:
 
 
 def board_costs(client: MinimalClient) -> dict[str, float]:
-    """The board's own per-exec cost, on an unshaped board (seconds): a shell start (`true`)
-    and the runner front (`enn_executor_runner --help`: the front's start and its round
-    trip to the executor, which prints usage after ENN init) beyond a shell start."""
+    """The board's own per-exec cost, on an unshaped board (seconds): a command through the
+    kept shell (`true`: the subshell and the sentinels) and the runner front
+    (`enn_executor_runner --help`: the front's start and its round trip to the executor, which
+    prints usage after ENN init) beyond that."""
     start = time.perf_counter()
     client.shell("true")
     shell = time.perf_counter() - start
     start = time.perf_counter()
     client.shell(device_command([RUNNER_PATH, "--help"]))
-    return {"shell_start": shell, "runner_front": time.perf_counter() - start - shell}
+    return {"shell_command": shell, "runner_front": time.perf_counter() - start - shell}
 
 
 @dataclasses.dataclass
@@ -287,12 +301,12 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
             shaped, bare = benches[link], benches["none"]
             for bench in benches.values():  # the first case of a board loads the delegate library
                 bench.board.run(artifacts[0], "warm", 1, 0)
-            costs: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
+            costs: dict[str, list[float]] = {"shell_command": [], "runner_front": []}
             for i, artifact in enumerate(artifacts):
                 hil: list[dict[str, float]] = []
                 minimal: list[dict[str, float]] = []
                 unshaped: list[dict[str, float]] = []
-                board: dict[str, list[float]] = {"shell_start": [], "runner_front": []}
+                board: dict[str, list[float]] = {"shell_command": [], "runner_front": []}
                 latency = None
                 for r in range(rounds):  # every contender in every round: the same load
                     order = ("hil", "min") if r % 2 == 0 else ("min", "hil")
@@ -319,12 +333,13 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                     costs[key] += values
                 row["runner_ms"] = runner_work_s(latency) * 1000
                 row["link_ms"] = link_minimum(artifact, link) * 1000
-                row["floor_ms"] = (row["link_ms"] + row["runner_ms"] + row["shell_start_ms"]
+                row["floor_ms"] = (row["link_ms"] + row["runner_ms"] + row["shell_command_ms"]
                                    + row["runner_front_ms"])
                 row["board_floor_ms"] = row["link_ms"] + row["bare_ms"]
                 rows.append(row)
         finally:
             for bench in benches.values():
+                bench.client.close()
                 bench.process.stop()
     board_ms = {f"{key}_ms": round(median_ms(values), 2) for key, values in costs.items()}
     return {"rows": rows, "board": board_ms}
@@ -338,16 +353,16 @@ def breakdown_table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| where a case's time goes (ms, median over cases) | hil | minimal client |",
         "| --- | ---: | ---: |",
-        f"| push (one sync connection) | {med('hil_push_ms'):.1f} | {med('min_push_ms'):.1f} |",
-        f"| exec (one shell: state read, runner invocation) | {med('hil_exec_ms'):.1f} | "
+        f"| push (the kept sync connection) | {med('hil_push_ms'):.1f} | {med('min_push_ms'):.1f} |",
+        f"| exec (the kept shell: state read, runner invocation) | {med('hil_exec_ms'):.1f} | "
         f"{med('min_exec_ms'):.1f} |",
         f"|   of which the runner's own work (its statistics) | {med('runner_ms'):.1f} | same |",
-        f"|   of which the board's shell start (`true`, unshaped) | {med('shell_start_ms'):.1f} | same |",
+        f"|   of which a kept-shell command (`true`, unshaped) | {med('shell_command_ms'):.1f} | same |",
         f"|   of which the runner front (unshaped) | {med('runner_front_ms'):.1f} | same |",
-        f"| pull (one sync connection) | {med('hil_pull_ms'):.1f} | {med('min_pull_ms'):.1f} |",
+        f"| pull (the kept sync connection) | {med('hil_pull_ms'):.1f} | {med('min_pull_ms'):.1f} |",
         f"| total | {med('hil_ms'):.1f} | {med('min_ms'):.1f} |",
         f"| link minimum (bytes / bandwidth + 3 round trips) | {med('link_ms'):.1f} | |",
-        f"| floor = link minimum + runner + shell start + front | {med('floor_ms'):.1f} | |",
+        f"| floor = link minimum + runner + shell command + front | {med('floor_ms'):.1f} | |",
         f"| the minimal client's case on an unshaped board (all the board's work) | | {med('bare_ms'):.1f} |",
         f"| board floor = link minimum + that | {med('board_floor_ms'):.1f} | |",
     ]
@@ -397,9 +412,9 @@ def main() -> int:
         overhead = total["hil_ms"] / total["floor_ms"]
         vs_board_floor = total["hil_ms"] / total["board_floor_ms"]
         print(f"sums: upstream/hil {speedup:.2f}x, hil/minimal client {vs_minimal:.2f}x, "
-              f"hil/(link minimum + runner + shell start + front) {overhead:.2f}x, "
+              f"hil/(link minimum + runner + shell command + front) {overhead:.2f}x, "
               f"hil/(link minimum + the minimal client's case on an unshaped board) {vs_board_floor:.2f}x")
-        print(f"board per-exec cost (unshaped): shell start {board['shell_start_ms']:.1f} ms, "
+        print(f"board per-exec cost (unshaped): kept-shell command {board['shell_command_ms']:.1f} ms, "
               f"runner front {board['runner_front_ms']:.1f} ms")
         print("\n" + breakdown_table(rows))
 

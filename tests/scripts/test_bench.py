@@ -1,6 +1,6 @@
 """scripts/bench.py's minimal client (the baseline hil is measured against) does the same
-three operations as hil on the same board: one sync connection up, one shell, one down,
-with the same outputs."""
+three operations as hil on the same board, on connections kept from case to case as hil's
+are (one sync connection, one kept shell), with the same outputs."""
 
 from __future__ import annotations
 
@@ -40,12 +40,18 @@ def test_the_minimal_client_runs_a_case_as_hil_does(adb_server, board_device, vi
     streams = virtual_board.root / "run" / STREAMS_LOG
     before = len(streams.read_text().splitlines())
     case_dir = posixpath.join(board.workdir, "minimal")
-    seconds = client.case(board, artifact, case_dir)
-    assert streams.read_text().splitlines()[before:] == ["sync", "shell,v2", "sync"]
-    assert set(seconds) == {"push", "exec", "pull"}
-    pulled = client.pull([posixpath.join(case_dir, "out", "output_0.bin")])
-    execution = board.run(artifact, "hil", 1, 0)
-    assert execution.outputs[0] == next(iter(pulled.values()))
-    status, stderr = client.shell(f"{bench.RUNNER_PATH} --help")  # what board_costs times
-    assert status == 1 and b"VIRTUAL" in stderr
-    board.cleanup()
+    try:
+        seconds = client.case(board, artifact, case_dir)
+        assert set(seconds) == {"push", "exec", "pull"}
+        client.case(board, artifact, posixpath.join(board.workdir, "minimal-2"))
+        assert streams.read_text().splitlines()[before:] == ["sync", "shell,v2"]  # two cases
+        pulled = client.pull([posixpath.join(case_dir, "out", "output_0.bin")])
+        execution = board.run(artifact, "hil", 1, 0)
+        assert execution.outputs[0] == next(iter(pulled.values()))
+        status, stderr = client.shell(f"{bench.RUNNER_PATH} --help")  # what board_costs times
+        assert status == 1 and b"VIRTUAL" in stderr
+        status, _ = client.shell("exit 7")  # a subshell's exit: the kept shell goes on
+        assert status == 7 and client.shell("true") == (0, b"")
+    finally:
+        client.close()
+        board.cleanup()
