@@ -122,8 +122,10 @@ def lower_cases(
                         round(seconds, 4))
 
     in_process = jobs <= 1 or len(todo) < POOL_THRESHOLD
+    start = "forkserver"
     if flow == "enn" and _needs_sdk_library_path():
         in_process, jobs = False, max(1, jobs)  # only a new process's loader sees the path
+        start = "spawn"  # (a fork server started earlier in this process would not)
     if in_process:
         for index, case, key in todo:
             if stop is not None and stop.is_set():
@@ -134,8 +136,9 @@ def lower_cases(
     # imported WORKER_PRELOAD), not each from a fresh interpreter: N workers import torch and
     # the exporter once, not N times. It starts inside tied_environ, so it and the workers it
     # forks carry this process's lifeline token, and it exits when this process does.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(WORKER_PRELOAD))
+    context = multiprocessing.get_context(start)
+    if start == "forkserver":
+        context.set_forkserver_preload(list(WORKER_PRELOAD))
     with lifeline.tied_environ():  # the workers die with this process, even after a SIGKILL
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
         futures: dict[Future, int] = {
