@@ -49,29 +49,40 @@ def test_corrupted_entry_is_detected_and_rebuilt(add_case, tmp_path):
 
 
 PUT_SCRIPT = """
-import sys
+import shutil, sys, time
 from pathlib import Path
-from hil.cases import load_suite
-from hil.lower import build_artifact
-from hil.lower.cache import ArtifactCache, cache_key
-case = next(c for c in load_suite("smoke") if c.id == "add")
-cache = ArtifactCache(Path(sys.argv[1]))
-key = cache_key(case, "xnnpack", "E9955")
-artifact = cache.put(key, lambda folder: build_artifact(case, "xnnpack", "E9955", folder))
-print(artifact.folder)
+from hil.lower.cache import ArtifactCache
+root, key, built, meeting = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+def build(folder):
+    for path in built.iterdir():
+        shutil.copy2(path, folder / path.name)
+    (meeting / sys.argv[5]).touch()  # all three wait inside their build: their renames race
+    deadline = time.monotonic() + 120
+    while len(list(meeting.iterdir())) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+print(ArtifactCache(root).put(key, build).folder)
 """
 
 
 def test_concurrent_runs_putting_one_key_leave_one_valid_entry(add_case, tmp_path):
-    root = tmp_path / "cache"
+    """Three processes build the same entry at once (each waits inside its build until all
+    three are there, then each renames its folder into place): one entry stays, valid, and
+    each process gets it. The build copies a lowered artifact: the race is the cache's."""
+    key = cache_key(add_case, "xnnpack", "E9955")
+    built = tmp_path / "built"
+    built.mkdir()
+    build_artifact(add_case, "xnnpack", "E9955", built)
+    root, meeting = tmp_path / "cache", tmp_path / "meeting"
+    meeting.mkdir()
     runs = [
-        subprocess.Popen([sys.executable, "-c", PUT_SCRIPT, str(root)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-        for _ in range(3)
+        subprocess.Popen([sys.executable, "-c", PUT_SCRIPT, str(root), key, str(built), str(meeting),
+                          str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(3)
     ]
     outs = [run.communicate(timeout=300) for run in runs]
     assert [run.returncode for run in runs] == [0, 0, 0], [err[-500:] for _, err in outs]
-    key = cache_key(add_case, "xnnpack", "E9955")
+    assert sorted(p.name for p in meeting.iterdir()) == ["0", "1", "2"]
     assert {out.strip() for out, _ in outs} == {str(root / key[:2] / key)}
-    assert ArtifactCache(root).get(key) is not None
+    entry = ArtifactCache(root).get(key)
+    assert entry is not None and entry.pte.read_bytes() == (built / entry.pte.name).read_bytes()
     assert [p.name for p in (root / key[:2]).iterdir()] == [key]  # no half-built leftovers
