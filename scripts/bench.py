@@ -56,6 +56,7 @@ from hil.adbserver import AdbServer
 from hil.board.adb import AdbBoard
 from hil.board.commands import device_command
 from hil.board.invocation import RUNNER_NAME, RUNNER_PATH, folder_markers
+from hil.board.kept_shell import sentinel_script
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.cases.case import Case
@@ -117,7 +118,7 @@ class MinimalClient:
         if self._shell is None:
             self._shell = self._open("shell,v2:sh")
         sock, tag = self._shell, f"min-{time.monotonic_ns()}"
-        script = f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+        script = sentinel_script(command, tag)
         sock.sendall(struct.pack("<BI", 0, len(script)) + script)
         stdout, stderr, marker = b"", b"", tag.encode()
         while not (marker in stdout and stderr.endswith(marker + b"\n")):

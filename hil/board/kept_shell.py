@@ -39,6 +39,12 @@ from hil.board.connection import (
 )
 
 
+def sentinel_script(command: str, tag: str) -> bytes:
+    """What the kept shell's stdin gets for `command` (see the module docstring): the command
+    in a subshell reading /dev/null, then `TAG<status>` on stdout and `TAG` on stderr."""
+    return f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+
+
 class KeptShellEnded(EOFError):
     """The kept shell's `sh` exited (its exit packet came) while a command was running."""
 
@@ -77,7 +83,7 @@ class KeptShell:
         EOFError (KeptShellEnded) when the shell ends first."""
         connection = self._ready()
         tag = f"hil-done-{secrets.token_hex(8)}"
-        script = f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+        script = sentinel_script(command, tag)
         connection.sendall(SHELL_HEADER.pack(SHELL_STDIN, len(script)) + script)
         marker = tag.encode()
         out_end = re.compile(re.escape(marker) + rb"(\d+)\n")
