@@ -28,15 +28,6 @@ STOP_POLL_S = 0.2
 POOL_THRESHOLD = 6
 """Below this many cases to lower, worker start-up (importing torch: seconds) costs more than
 it saves: lower in this process."""
-WORKER_PRELOAD = (
-    "hil.lower",
-    "executorch.exir",
-    "executorch.kernels.quantized",
-    "executorch.backends.xnnpack.partition.xnnpack_partitioner",
-)
-"""What the workers' fork server imports once (torch and the exporter: 6-12 s of CPU here),
-so that each worker forked from it starts without importing them again. A module missing
-here is skipped by the server (a worker imports what it needs itself)."""
 
 
 @dataclass(frozen=True)
@@ -122,25 +113,16 @@ def lower_cases(
                         round(seconds, 4))
 
     in_process = jobs <= 1 or len(todo) < POOL_THRESHOLD
-    start = "forkserver"
     if flow == "enn" and _needs_sdk_library_path():
         in_process, jobs = False, max(1, jobs)  # only a new process's loader sees the path
-        start = "spawn"  # (a fork server started earlier in this process would not)
     if in_process:
         for index, case, key in todo:
             if stop is not None and stop.is_set():
                 return
             yield outcome(index, _lower_one(*args(index, case, key)))
         return
-    # Workers come from a fork server (a clean process started once per hil process, which has
-    # imported WORKER_PRELOAD), not each from a fresh interpreter: N workers import torch and
-    # the exporter once, not N times. It starts inside tied_environ, so it and the workers it
-    # forks carry this process's lifeline token, and it exits when this process does.
-    context = multiprocessing.get_context(start)
-    if start == "forkserver":
-        context.set_forkserver_preload(list(WORKER_PRELOAD))
     with lifeline.tied_environ():  # the workers die with this process, even after a SIGKILL
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
         futures: dict[Future, int] = {
             pool.submit(_lower_one, *args(index, case, key)): index for index, case, key in todo
         }
