@@ -7,15 +7,13 @@ the rest are still lowering.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import traceback
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from hil import lifeline
 from hil.cases.case import Case
+from hil.forked_workers import WorkerDied, Workers
 from hil.interrupts import Stop
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache, cache_key
@@ -28,6 +26,9 @@ STOP_POLL_S = 0.2
 POOL_THRESHOLD = 6
 """Below this many cases to lower, worker start-up (importing torch: seconds) costs more than
 it saves: lower in this process."""
+WORKER_IMPORTS = ("hil.lower", "executorch.exir", "executorch.kernels.quantized")
+"""What every lowering imports, whatever its flow: imported once, before the workers fork
+(hil/forked_workers.py); each spawned worker took ~12 s of CPU to import them itself."""
 
 
 @dataclass(frozen=True)
@@ -121,26 +122,18 @@ def lower_cases(
                 return
             yield outcome(index, _lower_one(*args(index, case, key)))
         return
-    with lifeline.tied_environ():  # the workers die with this process, even after a SIGKILL
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
-        futures: dict[Future, int] = {
-            pool.submit(_lower_one, *args(index, case, key)): index for index, case, key in todo
-        }
+    workers = Workers(_lower_one, min(jobs, len(todo)), len(todo), WORKER_IMPORTS)
     try:
-        while futures:
+        for index, case, key in todo:
+            workers.submit(index, args(index, case, key))
+        workers.close()
+        while workers.waiting:
             if stop is not None and stop.is_set():
-                _end_workers(pool)
                 return
-            done, _ = wait(futures, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
-            for future in done:
-                index = futures.pop(future)
-                yield outcome(index, future.result())
+            for index, result in workers.outcomes(STOP_POLL_S):
+                if isinstance(result, WorkerDied):
+                    yield Lowering(index, None, Verdict.ERROR_INTERNAL, f"lowering: {result}")
+                else:
+                    yield outcome(index, result)
     finally:
-        pool.shutdown(wait=not futures, cancel_futures=True)
-
-
-def _end_workers(pool: ProcessPoolExecutor) -> None:
-    """Terminate the pool's worker processes: a stopped run does not wait for a lowering
-    (seconds to minutes) to finish. ProcessPoolExecutor has no public way to do it."""
-    for process in list(getattr(pool, "_processes", {}).values()):
-        process.terminate()
+        workers.end()  # at once when stopped or closed early; else after the workers' exit
