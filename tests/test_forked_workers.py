@@ -11,12 +11,11 @@ from pathlib import Path
 
 from hil.forked_workers import WorkerDied, Workers
 
-PRELOAD = ("xml.dom.minidom",)
-"""A module nothing of hil's imports: found in a worker only if the host's import reached it."""
 
-
-def who_am_i(index: int) -> tuple[int, int, bool]:
-    return os.getpid(), os.getppid(), "xml.dom.minidom" in sys.modules
+def who_am_i(index: int, probe: str = "") -> tuple[int, int, int | None]:
+    """This worker's pid, its parent's, and the pid of the process that imported `probe`
+    (None: not imported in this process's memory)."""
+    return os.getpid(), os.getppid(), getattr(sys.modules.get(probe), "IMPORTED_BY", None)
 
 
 def dies_on_one(index: int) -> int:
@@ -54,15 +53,18 @@ def ended(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def test_the_workers_share_the_hosts_imports_and_share_the_tasks():
-    outcomes = run(Workers(who_am_i, 2, 6, preload=PRELOAD), [(i,) for i in range(6)])
+def test_the_workers_share_the_hosts_imports_and_share_the_tasks(tmp_path: Path, monkeypatch):
+    probe = f"probe_{os.getpid()}_{time.monotonic_ns()}"  # a module only this test has
+    (tmp_path / f"{probe}.py").write_text("import os\nIMPORTED_BY = os.getpid()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the host is spawned with this sys.path
+    outcomes = run(Workers(who_am_i, 2, 6, preload=(probe,)), [(i, probe) for i in range(6)])
     assert sorted(outcomes) == list(range(6))
-    assert "xml.dom.minidom" not in sys.modules  # the test process never imported it
     pids = {pid for pid, _, _ in outcomes.values()}
     hosts = {ppid for _, ppid, _ in outcomes.values()}
     assert 1 <= len(pids) <= 2 and os.getpid() not in pids
     assert len(hosts) == 1 and os.getpid() not in hosts  # forked by the host, not by this process
-    assert all(imported for _, _, imported in outcomes.values())
+    # each worker has the module in memory, imported once, by the host, before it forked
+    assert {imported_by for _, _, imported_by in outcomes.values()} == hosts
 
 
 def test_a_worker_that_dies_costs_its_task_only():
