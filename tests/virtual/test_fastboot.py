@@ -99,7 +99,7 @@ def _answers(board: VirtualBoardProcess) -> bool:
 def _listens(board: VirtualBoardProcess) -> bool:
     try:
         socket.create_connection(_endpoint(board), timeout=2.0).close()
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):  # reset: the last listener closing
         return False
     return True
 
