@@ -16,7 +16,9 @@ the import too, but it is one server per process that outlives the pool (hundred
 rest of a run) and only a private function stops it.
 
 A worker that dies (a crash in the exporter, the kernel's OOM killer) costs its case only: the
-host reports it and forks another, at most once per task.
+host reports it and forks another, at most once per task. A task's arguments are pickled when it
+is submitted and unpickled once its worker has said it took it, so a task that cannot cross
+fails alone instead of leaving the run waiting for it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import ctypes
 import importlib
 import multiprocessing
 import os
+import pickle
 import signal
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
@@ -56,9 +59,15 @@ def _work(task_of: Callable[..., Any], tasks: Any, outcomes: Connection, lock: A
     is on the pipe before the task starts, so a worker's death is laid to its task."""
     _die_with_parent(host)
     while (task := tasks.get()) is not None:
-        index, args = task
+        index, pickled = task
         _send(outcomes, lock, ("took", os.getpid(), index))
-        _send(outcomes, lock, ("done", os.getpid(), index, task_of(*args)))
+        try:
+            args = pickle.loads(pickled)  # noqa: S301 - written by the process that started us
+        except Exception as exc:  # noqa: BLE001 - the task's outcome says it
+            outcome: Any = TaskFailed(f"its arguments did not unpickle in the worker: {exc!r}")
+        else:
+            outcome = task_of(*args)
+        _send(outcomes, lock, ("done", os.getpid(), index, outcome))
 
 
 def _host(task_of: Callable[..., Any], tasks: Any, outcomes: Connection, lock: Any, jobs: int,
@@ -89,7 +98,12 @@ def _host(task_of: Callable[..., Any], tasks: Any, outcomes: Connection, lock: A
                     start()
 
 
-class WorkerDied(Exception):
+class TaskFailed(Exception):
+    """The outcome of a task that could not be run: its arguments did not pickle here or
+    unpickle in the worker, or (WorkerDied) its worker or the host ended first."""
+
+
+class WorkerDied(TaskFailed):
     """The outcome of a task whose worker ended while it held the task, or that was still
     waiting when the host ended."""
 
@@ -97,9 +111,9 @@ class WorkerDied(Exception):
 class Workers:
     """`jobs` worker processes forked from one host that imported `preload`, running `task_of`
     (a module-level function: the host unpickles it by name) on the tasks given to `submit`;
-    `tasks` (how many there will be) bounds the replacements of workers that die."""
+    `replacements` bounds how many workers that die are replaced (one per task will do)."""
 
-    def __init__(self, task_of: Callable[..., Any], jobs: int, tasks: int,
+    def __init__(self, task_of: Callable[..., Any], jobs: int, replacements: int,
                  preload: tuple[str, ...]) -> None:
         spawn = multiprocessing.get_context("spawn")
         self._tasks = spawn.Queue()
@@ -108,9 +122,10 @@ class Workers:
         self._jobs = jobs
         self._held: dict[int, int] = {}  # worker pid -> index of the task it holds
         self._waiting: set[int] = set()
+        self._unsent: list[tuple[int, TaskFailed]] = []  # tasks whose arguments did not pickle
         self._host = spawn.Process(
             target=_host, name="hil-workers-host",
-            args=(task_of, self._tasks, writer, self._lock, jobs, tasks, preload),
+            args=(task_of, self._tasks, writer, self._lock, jobs, replacements, preload),
         )
         with lifeline.tied_environ():  # the host and its workers die with this process
             self._host.start()
@@ -118,8 +133,13 @@ class Workers:
 
     def submit(self, index: int, args: tuple[Any, ...]) -> None:
         """Queue task `index`; call `close` after the last."""
+        try:
+            pickled = pickle.dumps(args)
+        except Exception as exc:  # noqa: BLE001 - the task's outcome says it
+            self._unsent.append((index, TaskFailed(f"its arguments did not pickle: {exc!r}")))
+            return
         self._waiting.add(index)
-        self._tasks.put((index, args))
+        self._tasks.put((index, pickled))
 
     def close(self) -> None:
         """No more tasks: each worker ends after the queue's last."""
@@ -129,12 +149,14 @@ class Workers:
     @property
     def waiting(self) -> bool:
         """Some task has no outcome yet."""
-        return bool(self._waiting)
+        return bool(self._waiting or self._unsent)
 
     def outcomes(self, timeout: float) -> Iterator[tuple[int, Any]]:
         """(index, outcome) for each task finished within `timeout` seconds, then any more at
         hand. The outcome of a task whose worker died is a WorkerDied; so is every waiting
         task's once the host and its workers have all ended."""
+        while self._unsent:
+            yield self._unsent.pop(0)
         ready = self._outcomes.poll(timeout)
         while ready:
             try:

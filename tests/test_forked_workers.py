@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from hil.forked_workers import WorkerDied, Workers
+from hil.forked_workers import TaskFailed, WorkerDied, Workers
 
 
 def who_am_i(index: int, probe: str = "") -> tuple[int, int, int | None]:
@@ -22,6 +22,17 @@ def dies_on_one(index: int) -> int:
     if index == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     return index * 10
+
+
+class NotInTheWorker:
+    """Pickles here; its unpickling raises (as a class the worker cannot import would)."""
+
+    def __reduce__(self):
+        return _refuse, ()
+
+
+def _refuse() -> None:
+    raise ImportError("no module named 'elsewhere'")
 
 
 def hangs(folder: str) -> None:
@@ -72,6 +83,16 @@ def test_a_worker_that_dies_costs_its_task_only():
     assert sorted(outcomes) == list(range(5))
     assert isinstance(outcomes[1], WorkerDied) and "SIGKILL" in str(outcomes[1])
     assert {i: outcomes[i] for i in (0, 2, 3, 4)} == {0: 0, 2: 20, 3: 30, 4: 40}
+
+
+def test_a_task_whose_arguments_cannot_cross_fails_alone():
+    args = [(0,), (lambda: 0,), (2,), (NotInTheWorker(),), (4,)]
+    outcomes = run(Workers(dies_on_one, 2, 5, preload=()), args)
+    assert sorted(outcomes) == list(range(5))
+    assert {i: outcomes[i] for i in (0, 2, 4)} == {0: 0, 2: 20, 4: 40}
+    assert type(outcomes[1]) is TaskFailed and "did not pickle" in str(outcomes[1])
+    assert type(outcomes[3]) is TaskFailed and "did not unpickle in the worker" in str(outcomes[3])
+    assert "elsewhere" in str(outcomes[3])
 
 
 def test_ending_the_host_ends_its_busy_workers_at_once(tmp_path: Path):

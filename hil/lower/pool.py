@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hil.cases.case import Case
-from hil.forked_workers import WorkerDied, Workers
+from hil.forked_workers import TaskFailed, Workers
 from hil.interrupts import Stop
 from hil.lower.artifact import Artifact
 from hil.lower.cache import ArtifactCache, cache_key
@@ -131,7 +131,7 @@ def lower_cases(
             if stop is not None and stop.is_set():
                 return
             for index, result in workers.outcomes(STOP_POLL_S):
-                if isinstance(result, WorkerDied):
+                if isinstance(result, TaskFailed):
                     yield Lowering(index, None, Verdict.ERROR_INTERNAL, f"lowering: {result}")
                 else:
                     yield outcome(index, result)
