@@ -49,7 +49,7 @@ from hil.board.invocation import (
 )
 from hil.board.kept_shell import KeptShell
 from hil.board.sync import SyncFailed, SyncSession, push_files
-from hil.board.thermal import parse_state, waiting_line
+from hil.board.thermal import WAITING_MARK, parse_state, waiting_line
 from hil.board.watchdog import Watch, bounded
 from hil.errors import InfraError
 from hil.latency import stability
@@ -380,6 +380,8 @@ class AdbBoard:
 
     def _announce_cooldown(self, chunk: bytes) -> None:
         """Log the board's cool-down line as it arrives (the wait can take minutes)."""
+        if WAITING_MARK not in chunk:  # most packets: the runner's own output
+            return
         for line in chunk.decode("utf-8", "replace").splitlines():
             waiting = waiting_line(line)
             if waiting is not None:

@@ -11,7 +11,11 @@ board-specific work of each step lives in `Recovery`:
 
 - RECONNECT: make sure the run's adb server is alive (restart it if it died), then
   `adb disconnect` + `adb connect` for a network board, or wait for a USB board to be
-  `device` again.
+  `device` again. First, a board the server still lists as `device` must answer a sync
+  STAT within SILENT_S: one that does not is frozen (BoardFrozen), and neither a reconnect
+  (the server's `adb connect` waits out adb's own 10 s handshake, and the board is
+  `offline` after it) nor `adb reboot` (sent to the adbd that does not answer) cures it:
+  with power control the ladder goes straight to POWER_CYCLE.
 - REBOOT: `adb reboot`, wait until the board is no longer `device` (so the old state is not
   mistaken for the new one), then until it is `device` again with `sys.boot_completed=1`.
 - POWER_CYCLE (only with power control): `cycle()`, then the same wait.
@@ -40,7 +44,9 @@ import adbutils
 from hil.attention import NeedsPerson, check_state
 from hil.board.adb import ADB_ERRORS, AdbBoard, chipset_from_props
 from hil.board.console import ConsoleCrash
+from hil.board.invocation import DEVICE_ROOT
 from hil.board.power import PowerControl
+from hil.board.sync import SyncSession
 from hil.board.watchdog import bounded
 from hil.errors import InfraError
 
@@ -48,6 +54,15 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.2
 """Seconds between two looks at a board that is coming back."""
+SILENT_S = 3.0
+"""How long a board the adb server lists as `device` may take to answer a sync STAT before
+it counts as frozen (at most the idle timeout). adbd answers one from its sync thread,
+without forking, in milliseconds (a loaded virtual board in CI: well under a second); a
+board that is booting is not listed as `device` at all, so it is never judged by this."""
+
+
+class BoardFrozen(InfraError):
+    """The adb server lists the board as `device`, but its adbd does not answer."""
 
 
 class Rung(enum.Enum):
@@ -61,14 +76,18 @@ class Rung(enum.Enum):
     QUARANTINED = "quarantined"
 
 
-def transition(rung: Rung, recovered: bool, has_power: bool, has_images: bool = False) -> Rung:
+def transition(rung: Rung, recovered: bool, has_power: bool, has_images: bool = False,
+               frozen: bool = False) -> Rung:
     """The rung after trying `rung`: HEALTHY when the board is back, else the next step up
-    (POWER_CYCLE is skipped without power control, REFLASH without images). A quarantined
-    board has no next rung."""
+    (POWER_CYCLE is skipped without power control, REFLASH without images; REBOOT is skipped
+    for a `frozen` board with power control: `adb reboot` goes through the adbd that does
+    not answer). A quarantined board has no next rung."""
     if rung is Rung.QUARANTINED:
         raise ValueError("a quarantined board stays out of the run")
     if recovered:
         return Rung.HEALTHY
+    if frozen and rung is Rung.RECONNECT and has_power:
+        return Rung.POWER_CYCLE
     last = Rung.REFLASH if has_images else Rung.QUARANTINED
     return {
         Rung.HEALTHY: Rung.RECONNECT,
@@ -162,7 +181,7 @@ class Recovery:
         rung = start
         while rung not in (Rung.HEALTHY, Rung.QUARANTINED):
             began = time.monotonic()
-            person = False
+            person = frozen = False
             try:
                 self._step(rung)
                 self.check()
@@ -171,17 +190,19 @@ class Recovery:
                 step, person = Step(rung, False, f"{type(exc).__name__}: {exc}"[:500]), True
             except (InfraError, *ADB_ERRORS) as exc:
                 step = Step(rung, False, f"{type(exc).__name__}: {exc}"[:300])
+                frozen = isinstance(exc, BoardFrozen)
             step.seconds = round(time.monotonic() - began, 2)
             self.history.append(step)
             log.warning("%s: recovery %s: %s%s", self.board.name, rung.value,
                         "board is back" if step.recovered else "failed",
                         f" ({step.message})" if step.message else "")
             rung = Rung.QUARANTINED if person else transition(
-                rung, step.recovered, self.power is not None, self.can_reflash)
+                rung, step.recovered, self.power is not None, self.can_reflash, frozen)
         return rung
 
     def _step(self, rung: Rung) -> None:
         if rung is Rung.RECONNECT:
+            self._check_not_frozen()
             self._wait_booted(self.idle_s)  # a board that rebooted by itself needs the wait
         elif rung is Rung.REBOOT:
             self.reboot_to("", self.boot_s)
@@ -197,6 +218,25 @@ class Recovery:
             except InfraError as exc:
                 self.flashes.append(getattr(exc, "report", None) or {"error": str(exc)})
                 raise
+
+    def _check_not_frozen(self) -> None:
+        """BoardFrozen when the adb server lists the board as `device` but its adbd does not
+        answer a sync STAT within SILENT_S (the virtual board's `freeze` fault: TCP up, adbd
+        silent). A board not listed, or whose connection ends at once, is left to the
+        reconnect."""
+        if self._state() != "device":
+            return
+        limit_s = min(SILENT_S, self.idle_s)
+        try:
+            with SyncSession(self.board.device, limit_s) as sync:
+                sync.stat(DEVICE_ROOT)
+        except TimeoutError as exc:
+            raise BoardFrozen(
+                f"{self.board.address}: listed as 'device' but adbd does not answer within "
+                f"{limit_s:g} s (frozen: a reconnect or `adb reboot` cannot reach it)"
+            ) from exc
+        except ADB_ERRORS:
+            return  # the connection ended or was refused: the reconnect's case
 
     def _reconnect(self, limit_s: float) -> None:
         self.keeper.ensure_alive()

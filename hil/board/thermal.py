@@ -67,6 +67,8 @@ def thermal_script(limit_milli_c: int, max_wait_s: int) -> str:
     """THERMAL_SCRIPT with its two numbers, for `eval` in the run shell."""
     return f"limit={int(limit_milli_c)} max={int(max_wait_s)}\n{THERMAL_SCRIPT}"
 
+WAITING_MARK = b"hil: cooldown waiting: "
+"""What every line `waiting_line` reads starts with (a packet without it has none)."""
 _WAITING = re.compile(r"^hil: cooldown waiting: hottest zone (-?\d+) >= (-?\d+), up to (\d+) s$")
 
 _THERMAL = re.compile(r"^hil: thermal (\S+) (-?\d+) ?(.*)$", re.MULTILINE)

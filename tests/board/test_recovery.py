@@ -40,6 +40,16 @@ def test_a_board_with_images_is_re_flashed_before_quarantine(rung, recovered, po
     assert transition(rung, recovered, power, has_images=True) is after
 
 
+@pytest.mark.parametrize(("power", "images", "after"), [
+    (True, False, Rung.POWER_CYCLE),  # `adb reboot` would go to the adbd that does not answer
+    (True, True, Rung.POWER_CYCLE),
+    (False, False, Rung.REBOOT),  # nothing else left before quarantine: tried anyway
+])
+def test_a_frozen_board_skips_the_reboot_when_it_has_power_control(power, images, after) -> None:
+    assert transition(Rung.RECONNECT, False, power, images, frozen=True) is after
+    assert transition(Rung.RECONNECT, True, power, images, frozen=True) is Rung.HEALTHY
+
+
 def test_a_board_that_needs_a_person_is_re_flashed_when_it_can_be() -> None:
     gone = NeedsPerson("b: the board is not usable for ENN: libenn_public_api_cpp.so did not load")
     assert first_rung(gone, has_images=True) is Rung.REFLASH

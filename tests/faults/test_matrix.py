@@ -225,6 +225,11 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
     for case in cases:
         if chain(case) != "PASS":
             assert case["logs"], case  # diagnostics attached to every non-pass
+    if row.fault.startswith("freeze"):  # found frozen in SILENT_S, then a power cycle: no
+        steps = _board(doc, "a")["recovery"]  # reconnect waiting out adb's handshake, no reboot
+        assert [(s["step"], s["recovered"]) for s in steps] == [("reconnect", False),
+                                                                ("power-cycle", True)], steps
+        assert steps[0]["message"].startswith("BoardFrozen: ") and steps[0]["seconds"] < IDLE_S + 2
     if row.fault == "runner hang":  # killed on the board by its PID, not left hanging
         console = (tmp_path / "out" / "console" / "a.log").read_text()
         started = set(re.findall(r"runner pid (\d+) started", console))
