@@ -71,12 +71,17 @@ def _work(task_of: Callable[..., Any], tasks: Any, outcomes: Connection, lock: A
 
 
 def _host(task_of: Callable[..., Any], tasks: Any, outcomes: Connection, lock: Any, jobs: int,
-          replacements: int, preload: tuple[str, ...]) -> None:
-    """The host: import `preload` once, fork `jobs` workers, replace those that die (at most
-    `replacements` times), end when they have all ended."""
+          replacements: int, preload: tuple[str, ...], warm_up: Callable[[], Any] | None) -> None:
+    """The host: import `preload` once, call `warm_up`, fork `jobs` workers, replace those
+    that die (at most `replacements` times), end when they have all ended."""
     for name in preload:
         with contextlib.suppress(ImportError):  # a worker that needs it reports the failure
             importlib.import_module(name)
+    if warm_up is not None:
+        try:
+            warm_up()
+        except Exception:  # noqa: BLE001, S110 - a task that meets the same failure reports it
+            pass
     fork = multiprocessing.get_context("fork")
     running: dict[Any, multiprocessing.process.BaseProcess] = {}
 
@@ -109,12 +114,14 @@ class WorkerDied(TaskFailed):
 
 
 class Workers:
-    """`jobs` worker processes forked from one host that imported `preload`, running `task_of`
-    (a module-level function: the host unpickles it by name) on the tasks given to `submit`;
-    `replacements` bounds how many workers that die are replaced (one per task will do)."""
+    """`jobs` worker processes forked from one host that imported `preload` and called
+    `warm_up` (what every task would otherwise build for itself in each worker), running
+    `task_of` (a module-level function: the host unpickles it by name; `warm_up` too, or a
+    `functools.partial` of one) on the tasks given to `submit`; `replacements` bounds how
+    many workers that die are replaced (one per task will do)."""
 
     def __init__(self, task_of: Callable[..., Any], jobs: int, replacements: int,
-                 preload: tuple[str, ...]) -> None:
+                 preload: tuple[str, ...], warm_up: Callable[[], Any] | None = None) -> None:
         spawn = multiprocessing.get_context("spawn")
         self._tasks = spawn.Queue()
         self._outcomes, writer = spawn.Pipe(duplex=False)
@@ -125,7 +132,7 @@ class Workers:
         self._unsent: list[tuple[int, TaskFailed]] = []  # tasks whose arguments did not pickle
         self._host = spawn.Process(
             target=_host, name="hil-workers-host",
-            args=(task_of, self._tasks, writer, self._lock, jobs, replacements, preload),
+            args=(task_of, self._tasks, writer, self._lock, jobs, replacements, preload, warm_up),
         )
         with lifeline.tied_environ():  # the host and its workers die with this process
             self._host.start()

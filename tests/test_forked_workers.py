@@ -3,6 +3,7 @@ a worker's death costs its task only, and ending the host ends them all at once.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -16,6 +17,20 @@ def who_am_i(index: int, probe: str = "") -> tuple[int, int, int | None]:
     """This worker's pid, its parent's, and the pid of the process that imported `probe`
     (None: not imported in this process's memory)."""
     return os.getpid(), os.getppid(), getattr(sys.modules.get(probe), "IMPORTED_BY", None)
+
+
+WARMED_BY: int | None = None
+"""Set by `warm` in the process that called it."""
+
+
+def warm(folder: str) -> None:
+    global WARMED_BY
+    WARMED_BY = os.getpid()
+    Path(folder, f"warmed-{os.getpid()}").touch()
+
+
+def warmed_by(index: int) -> tuple[int, int | None]:
+    return os.getppid(), WARMED_BY
 
 
 def dies_on_one(index: int) -> int:
@@ -76,6 +91,16 @@ def test_the_workers_share_the_hosts_imports_and_share_the_tasks(tmp_path: Path,
     assert len(hosts) == 1 and os.getpid() not in hosts  # forked by the host, not by this process
     # each worker has the module in memory, imported once, by the host, before it forked
     assert {imported_by for _, _, imported_by in outcomes.values()} == hosts
+
+
+def test_the_warm_up_runs_once_in_the_host_before_the_workers_fork(tmp_path: Path):
+    warm_up = functools.partial(warm, str(tmp_path))
+    outcomes = run(Workers(warmed_by, 2, 4, preload=(), warm_up=warm_up), [(i,) for i in range(4)])
+    assert sorted(outcomes) == list(range(4))
+    hosts = {host for host, _ in outcomes.values()}
+    assert len(hosts) == 1 and {by for _, by in outcomes.values()} == hosts
+    assert [p.name for p in tmp_path.iterdir()] == [f"warmed-{hosts.pop()}"]
+    assert WARMED_BY is None  # not in this process
 
 
 def test_a_worker_that_dies_costs_its_task_only():
