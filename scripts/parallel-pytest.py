@@ -25,18 +25,21 @@ import threading
 import time
 from pathlib import Path
 
-SECOND_HALF = ("tests/board", "tests/pool", "tests/cases", "tests/virtual", "tests/workflow")
+SECOND_HALF = ("tests/board", "tests/pool", "tests/cases")
 """Folders that run as a third process, `rest-2`, beside `rest` (the rest of tests/): their
 tests wait a lot (boards' timeouts, probation, runner deadlines), so the two halves and the
 container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the durations of a
 whole run."""
 
 
-WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision", "tests/devicefarm")
+WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision", "tests/devicefarm",
+           "tests/virtual", "tests/workflow")
 """The `container` process: docker's tests, the soak, which waits on its boards' recoveries
 and probation most of its time (its load stays under 1), provisioning (reboots into the
-bootloader and back, fastboot's waits) and devicefarm's holders (idle limits, leases). It
-ended about 300 s before the other two in CI at stop 34 (591 s against 883 and 966)."""
+bootloader and back, fastboot's waits) and devicefarm's holders (idle limits, leases); and
+the virtual board's and the workflow's tests (80 s together on a warm machine), which ran in
+`rest-2` until stop 37: cold CI at stop 37 ended the processes at 1,126 (container), 1,177
+(rest) and 1,284 s (rest-2, the models' lowering)."""
 
 
 def groups() -> list[tuple[str, list[str]]]:

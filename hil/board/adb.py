@@ -56,7 +56,7 @@ from hil.latency import stability
 from hil.latency_plan import NoiseControl
 from hil.runner.contract import ENN_NOT_USABLE, STATISTICS_FILE, board_fault, parse_log
 
-if TYPE_CHECKING:  # importing hil.lower imports torch: seconds that `hil boards` does not need
+if TYPE_CHECKING:
     from hil.lower.artifact import Artifact
 
 log = logging.getLogger(__name__)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,22 @@ A8W8_RULE_STEPS = 2.0
 quantization steps of the output, SQNR >= 30 dB against the quantized model run on the host.
 The int8 kernels and the host's quantize/dequantize simulation round differently by up to a
 step, and a requantizing op can add one more."""
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """A class or function named by its module and name, imported when it is used: a suite
+    that names its torch modules so can be loaded (and its cases' cache keys computed)
+    without importing torch. The artifact cache's key describes it by these names and, for
+    hil's own modules, the module file's digest (hil/lower/cache.py)."""
+
+    module: str
+    """Where `name` is defined (not a module that imports it: the key hashes this file)."""
+    name: str
+
+    def resolve(self) -> Any:
+        """The named object (imports its module)."""
+        return getattr(importlib.import_module(self.module), self.name)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from hil.commands.common import lowering_flow, select_cases, writable
 def cmd_lower(args: argparse.Namespace) -> int:
     """`hil lower`: artifacts only (SKIP and known failures do not fail it)."""
     from hil.expectation import settle
-    from hil.lower import LoweringFailed, build_artifact
+    from hil.lower import LoweringFailed
+    from hil.lower.build import build_artifact
     from hil.verdict import Verdict
 
     writable(args.out, "--out", folder=True)

@@ -137,7 +137,7 @@ def build_graph(case: Case, flow: str) -> tuple[torch.fx.GraphModule, tuple[torc
     """The case's model as a functional ATen graph module (A8W8: quantized exactly as the
     case's artifact is: `EnnQuantizer`, the same calibration, `fold_quantize` off on `enn`)
     and the inputs the board runs."""
-    from hil.lower import calibration_samples, case_samples
+    from hil.lower.build import calibration_samples, case_samples
     from hil.lower.quantize import quantize_a8w8
 
     torch.manual_seed(case.seed)

@@ -94,7 +94,8 @@ def build_probe(graph_module: Any, inputs: Sequence[Any], outputs: Sequence[str]
     import torch
 
     from hil.localize.graph import cut_module
-    from hil.lower import LoweringFailed, check_runner_limits
+    from hil.lower import LoweringFailed
+    from hil.lower.build import check_runner_limits
     from hil.lower.flows import lower_program
     from hil.lower.quantize import output_scales
     from hil.verdict import Verdict

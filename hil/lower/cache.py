@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import inspect
 import json
 import logging
@@ -25,7 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from hil.cases.case import Case
+from hil.cases.case import Case, ModuleRef
 from hil.lower.artifact import META_FILE, Artifact, TensorMeta
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,20 @@ def _describe_factory(factory: Callable[[], Any]) -> dict[str, Any]:
     }
 
 
+def _describe_ref(ref: ModuleRef) -> dict[str, Any]:
+    """A ModuleRef without importing it: its names, and for hil's own modules the digest of
+    the file that defines it (found, not run); other packages' code is covered by their
+    versions in `_environment_digest` (torch's, executorch's)."""
+    source = None
+    if ref.module == "hil" or ref.module.startswith("hil."):
+        spec = importlib.util.find_spec(ref.module)
+        source = _source_digest(spec.origin) if spec is not None and spec.origin else "unreadable"
+    return {"ref": f"{ref.module}:{ref.name}", "source_sha256": source}
+
+
 def _describe_arg(value: Any) -> Any:
+    if isinstance(value, ModuleRef):
+        return _describe_ref(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             "type": type(value).__qualname__,

@@ -214,7 +214,7 @@ def case_delegation(case: Any) -> tuple[str, ...]:
     """What the ENN partitioner keeps of `case` at its precision: the module built and, for
     A8W8, quantized as flow `enn` does (one calibration batch: which ops are kept does not
     depend on the values), exported, then `expected_delegation`."""
-    from hil.lower import calibration_samples, case_samples
+    from hil.lower.build import calibration_samples, case_samples
     from hil.lower.quantize import quantize_a8w8
 
     torch.manual_seed(case.seed)

@@ -49,7 +49,8 @@ class Lowering:
 def _lower_one(case: Case, flow: str, chipset: str, folder: Path | None, cache_root: Path | None,
                key: str) -> tuple[Artifact | None, str | None, str, str]:
     """Worker entry point; returns plain values (exceptions with custom fields don't pickle)."""
-    from hil.lower import LoweringFailed, build_artifact
+    from hil.lower import LoweringFailed
+    from hil.lower.build import build_artifact
 
     try:
         if cache_root is not None:

@@ -15,7 +15,7 @@ from hil.board.invocation import INVOCATION_MARKER, SHELL_REQUEST_BUDGET
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
 from hil.latency_plan import NoiseControl
-from hil.lower import build_artifact
+from hil.lower.build import build_artifact
 from hil.runner.pte import read_program_file
 
 pytestmark = pytest.mark.slow  # a lowering and a dozen runner invocations

@@ -11,7 +11,7 @@ from hil.board.preflight import VIRTUAL_RUNNER
 from hil.board.sync import pull_files, push_files
 from hil.board.watchdog import PROBE_AFTER_S
 from hil.cases import load_suite
-from hil.lower import build_artifact
+from hil.lower.build import build_artifact
 from hil.virtual.transport import STREAMS_LOG
 
 

@@ -27,7 +27,8 @@ import torch
 from hil.cases import load_suite
 from hil.cases.case import Case
 from hil.cases.ops import DELEGATION_FILE
-from hil.lower import case_samples, enn_partition
+from hil.lower import enn_partition
+from hil.lower.build import case_samples
 from hil.lower.enn_partition import (
     DELEGATION_INPUTS,
     case_delegation,
@@ -130,7 +131,7 @@ def test_ops_kept_whole_and_decomposed_as_upstream_says() -> None:
 @pytest.mark.parametrize("key", ["ops.fp32.conv2d_stride2", "ops.a8w8.relu_conv", "ops.fp32.rms_norm",
                                  "ops.fp32.topk_dim3", "ops.fp32.index_axis2", "ops.a8w8.split_with_sizes_copy_chunk"])
 def test_the_support_rule_answers_as_upstreams_operator_support(key: str) -> None:
-    from hil.lower import calibration_samples
+    from hil.lower.build import calibration_samples
     from hil.lower.quantize import quantize_a8w8
 
     case = next(c for c in OPS if c.key == key)

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from hil.cases import load_suite
-from hil.lower import case_samples, input_leaves
+from hil.lower.build import case_samples, input_leaves
 
 pytestmark = pytest.mark.slow  # exports ~80 modules twice: ~15 s
 

@@ -1,13 +1,16 @@
 """The content-addressed artifact cache: warm hits, invalidation, corruption, concurrency."""
 
 import dataclasses
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from hil.cases import load_suite
-from hil.lower import build_artifact
+from hil.lower.build import build_artifact
 from hil.lower.cache import ArtifactCache, cache_key
 from hil.lower.pool import lower_cases
 
@@ -27,6 +30,51 @@ def test_key_changes_with_what_changes_the_artifact(add_case):
     assert key != cache_key(dataclasses.replace(add_case, seed=1), "xnnpack", "E9955")
     other = next(c for c in load_suite("smoke") if c.id == "conv2d_3x3")
     assert cache_key(other, "xnnpack", "E9955") != key
+
+
+def test_the_smoke_suite_and_its_keys_need_no_torch():
+    """A run whose cases are all cached imports no torch: the smoke suite names its modules
+    (ModuleRef) and their keys are computed without importing them."""
+    probe = ("import sys\n"
+             "from hil.cases import load_suite\n"
+             "from hil.lower.cache import cache_key\n"
+             "from hil.lower.pool import lower_cases\n"
+             "keys = {cache_key(c, 'xnnpack', 'E9955') for c in load_suite('smoke')}\n"
+             "assert len(keys) == 7, keys\n"
+             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_named_hil_module_is_keyed_by_its_file(tmp_path):
+    """Editing the file a ModuleRef names (the smoke suite's modules) changes the keys of the
+    cases built from it: the same key computation on a copy of hil whose smoke_modules.py
+    has one more line. A reference to another package is keyed by its names (its version
+    is in every key)."""
+    import hil
+    from hil.cases.case import ModuleRef
+    from hil.lower.cache import _describe_arg
+
+    probe = ("from hil.cases import load_suite\n"
+             "from hil.lower.cache import cache_key\n"
+             "tiny = next(c for c in load_suite('smoke') if c.id == 'tiny_cnn')\n"
+             "print(cache_key(tiny, 'xnnpack', 'E9955'))\n")
+
+    def key(root: Path) -> str:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              timeout=120, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    package = Path(hil.__file__).parent
+    for name in ("same", "edited"):
+        shutil.copytree(package, tmp_path / name / "hil", ignore=shutil.ignore_patterns("__pycache__"))
+    modules = tmp_path / "edited" / "hil" / "cases" / "smoke_modules.py"
+    modules.write_text(modules.read_text() + "\n# edited\n")
+    assert key(tmp_path / "same") != key(tmp_path / "edited")
+    assert key(tmp_path / "same") == key(tmp_path / "same")
+    assert _describe_arg(ModuleRef("torch.nn", "Conv2d")) == {"ref": "torch.nn:Conv2d", "source_sha256": None}
 
 
 def test_warm_rerun_lowers_nothing(add_case, tmp_path):

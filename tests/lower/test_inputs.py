@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from hil.cases.case import Case, InputSpec
-from hil.lower import LoweringFailed, build_artifact
+from hil.lower import LoweringFailed
 from hil.lower.artifact import read_raw
+from hil.lower.build import build_artifact
 from hil.verdict import Verdict
 from tests.fixtures.nested_inputs import channels_last_image, index_put_inputs
 

@@ -9,7 +9,7 @@ from torch import nn
 from hil.cases.case import Case, InputSpec
 from hil.cases.datasets import GeneratedImages
 from hil.cases.op_modules import TopK
-from hil.lower import calibration_samples, case_samples, make_inputs
+from hil.lower.build import calibration_samples, case_samples, make_inputs
 from hil.lower.quantize import CALIBRATION_SAMPLES, output_scales, quantize_a8w8
 
 

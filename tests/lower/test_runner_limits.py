@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from hil.cases.case import Case, InputSpec
-from hil.lower import LoweringFailed, build_artifact
+from hil.lower import LoweringFailed
+from hil.lower.build import build_artifact
 from hil.verdict import Verdict
 
 

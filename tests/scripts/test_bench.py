@@ -14,7 +14,7 @@ import pytest
 from hil.board.adb import AdbBoard
 from hil.board.preflight import VIRTUAL_RUNNER
 from hil.cases import load_suite
-from hil.lower import build_artifact
+from hil.lower.build import build_artifact
 from hil.virtual.transport import STREAMS_LOG
 
 pytestmark = pytest.mark.slow  # a lowering
