@@ -23,7 +23,6 @@ is ended by its board-side backstop, as when a run shell of its own was closed.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Callable
 
@@ -38,11 +37,32 @@ from hil.board.connection import (
     ServiceConnection,
 )
 
+_STATUS_DIGITS = 3
+"""An exit status (0-255) has at most three digits."""
+
 
 def sentinel_script(command: str, tag: str) -> bytes:
     """What the kept shell's stdin gets for `command` (see the module docstring): the command
     in a subshell reading /dev/null, then `TAG<status>` on stdout and `TAG` on stderr."""
     return f'( {command} ) </dev/null; echo "{tag}$?"; echo {tag} >&2\n'.encode()
+
+
+def _take_status(stdout: bytearray, marker: bytes, arrived: int) -> int | None:
+    """The exit status in the stdout sentinel `MARKER<status>\n`, when its last `arrived`
+    bytes completed it (then cut from `stdout`); else None. Found with `find`, not a regular
+    expression: the marker is new to each command, so a pattern built from it was compiled
+    anew at every case (`re`'s cache never hit), a tenth of hil's CPU per case."""
+    at = stdout.find(marker, max(0, len(stdout) - arrived - len(marker) - _STATUS_DIGITS - 1))
+    if at < 0:
+        return None
+    end = stdout.find(b"\n", at + len(marker))
+    if end < 0:
+        return None
+    digits = stdout[at + len(marker):end]
+    if not digits.isdigit():
+        return None
+    del stdout[at:]
+    return int(digits)
 
 
 class KeptShellEnded(EOFError):
@@ -86,7 +106,6 @@ class KeptShell:
         script = sentinel_script(command, tag)
         connection.sendall(SHELL_HEADER.pack(SHELL_STDIN, len(script)) + script)
         marker = tag.encode()
-        out_end = re.compile(re.escape(marker) + rb"(\d+)\n")
         stdout, stderr = bytearray(), bytearray()
         status: int | None = None
         stderr_done = False
@@ -99,9 +118,8 @@ class KeptShell:
                 heard()
             if kind == SHELL_STDOUT:
                 stdout += data
-                if status is None and (found := out_end.search(stdout, max(0, len(stdout) - len(data) - 40))):
-                    status = int(found.group(1))
-                    del stdout[found.start():]
+                if status is None:
+                    status = _take_status(stdout, marker, len(data))
             elif kind == SHELL_STDERR:
                 stderr += data
                 if on_stderr is not None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from hil.files import read_file
+
 META_FILE = "meta.json"
 TARGETS_FILE = "targets.npy"
 
@@ -132,7 +134,7 @@ class Artifact:
 
 def read_raw(path: Path, meta: TensorMeta) -> np.ndarray:
     """Raw bytes in `path` as an array of `meta`; ValueError when the size is wrong."""
-    return raw_array(path.read_bytes(), meta, path.name)
+    return raw_array(read_file(path), meta, path.name)
 
 
 def raw_array(data: bytes, meta: TensorMeta, name: str) -> np.ndarray:

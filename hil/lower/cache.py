@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.cases.case import Case, ModuleRef
+from hil.files import read_file
 from hil.lower.artifact import META_FILE, Artifact, TensorMeta
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def default_cache_dir() -> Path:
 
 
 def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(read_file(path)).hexdigest()
 
 
 @functools.lru_cache(maxsize=64)
@@ -72,16 +73,29 @@ def _describe_factory(factory: Callable[[], Any]) -> dict[str, Any]:
         kwargs = {**factory.keywords, **kwargs}
         factory = factory.func
     try:
-        source = inspect.getsourcefile(factory) or ""
-    except TypeError:
-        source = ""
-    name = getattr(factory, "__qualname__", repr(factory))
+        name, source_sha256 = _describe_callable(factory)
+    except TypeError:  # not hashable: described afresh
+        name, source_sha256 = _describe_callable.__wrapped__(factory)
     return {
-        "callable": f"{getattr(factory, '__module__', '?')}:{name}",
+        "callable": name,
         "args": [_describe_arg(a) for a in args],
         "kwargs": {k: _describe_arg(v) for k, v in sorted(kwargs.items())},
-        "source_sha256": _source_digest(source) if source else None,
+        "source_sha256": source_sha256,
     }
+
+
+@functools.lru_cache(maxsize=4096)
+def _describe_callable(function: Callable[..., Any]) -> tuple[str, str | None]:
+    """`module:qualname` of what a factory calls, and the digest of the file defining it:
+    the same few functions stand behind every case of a suite, and `inspect.getsourcefile`
+    (through torch's patched `inspect.getfile`) cost a case's key about half its time."""
+    try:
+        source = inspect.getsourcefile(function) or ""
+    except TypeError:
+        source = ""
+    name = getattr(function, "__qualname__", repr(function))
+    return (f"{getattr(function, '__module__', '?')}:{name}",
+            _source_digest(source) if source else None)
 
 
 def _describe_ref(ref: ModuleRef) -> dict[str, Any]:
@@ -147,9 +161,9 @@ def cache_key(case: Case, flow: str, chipset: str) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=repr).encode()).hexdigest()
 
 
-def load_artifact(folder: Path) -> Artifact:
-    """An Artifact from its folder's meta.json."""
-    record = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+def load_artifact(folder: Path, meta: bytes | None = None) -> Artifact:
+    """An Artifact from its folder's meta.json (`meta`: its content, already read)."""
+    record = json.loads(read_file(folder / META_FILE) if meta is None else meta)
     values: dict[str, Any] = {}
     for field in dataclasses.fields(Artifact):
         value = record.get(field.name)
@@ -172,15 +186,22 @@ class ArtifactCache:
     def get(self, key: str) -> Artifact | None:
         """The cached artifact, or None when absent or corrupted (a corrupted entry is removed)."""
         folder = self.root / key[:2] / key
-        if not folder.is_dir():
-            return None
         try:
-            expected = json.loads((folder / CHECKSUMS_FILE).read_text(encoding="utf-8"))
-            for name, digest in expected.items():
-                if _file_digest(folder / name) != digest:
+            try:
+                checksums = read_file(folder / CHECKSUMS_FILE)
+            except (FileNotFoundError, NotADirectoryError):
+                if not folder.is_dir():
+                    return None  # no entry
+                raise  # an entry without its checksums
+            meta = None
+            for name, digest in json.loads(checksums).items():
+                content = read_file(folder / name)
+                if hashlib.sha256(content).hexdigest() != digest:
                     raise ValueError(f"{name}: checksum mismatch")
-            return load_artifact(folder)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+                if name == META_FILE:
+                    meta = content
+            return load_artifact(folder, meta)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("artifact cache entry %s is corrupted (%s): rebuilding", key[:12], exc)
             shutil.rmtree(folder, ignore_errors=True)
             return None

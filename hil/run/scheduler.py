@@ -45,6 +45,11 @@ LOWERED_AHEAD_PER_BOARD = 8
 """Lowered cases waiting per live board (at least LOWERED_AHEAD_MIN in all): the lowering
 waits beyond that, so a run of 50,000 cached cases does not hold 50,000 artifacts at once."""
 LOWERED_AHEAD_MIN = 32
+REFILL_BELOW_SHARE = 0.5
+"""A held-back lowering goes on when the waiting cases have fallen below this share of that
+bound, and then lowers until the bound again: the boards wake it once per half a queue, not at
+every case they take (a wake-up per case, two threads handing the GIL over, was about a
+sixth of the `hil run` process's CPU per case on 16 boards: scripts/bench_boards.py)."""
 NO_BOARD = "no usable board (every board failed to start or was quarantined)"
 
 
@@ -101,7 +106,11 @@ class Run:
         self._pending = 0
         self._lowering_done = threading.Event()
         self._taken = threading.Event()
-        """A board took a case from the queue (`next_job`): the held-back lowering looks again."""
+        """The boards took enough cases from the queue (`next_job`) for the held-back lowering
+        to go on."""
+        self._refill_below = 0
+        """The queue's length under which a board taking a case wakes the held-back lowering
+        (`_wait_for_room` sets it)."""
         self.lowered_from_cache = 0
         self.pool = BoardPool(sources, PoolOptions(
             chipset=options.chipset, run_id=self.run_id, out_dir=options.out_dir,
@@ -241,19 +250,19 @@ class Run:
             self._lowering_done.set()
 
     def _wait_for_room(self) -> None:
-        """Hold the lowering while the boards have enough lowered cases waiting (memory
-        bounded whatever the run's size), until they take some, no board is left, or the run
-        stops."""
+        """Hold the lowering once the boards have enough lowered cases waiting (memory
+        bounded whatever the run's size) until they have taken half of them
+        (REFILL_BELOW_SHARE), no board is left, or the run stops."""
+        ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
+        if self._queue.qsize() < ahead:
+            return
+        self._refill_below = max(1, int(ahead * REFILL_BELOW_SHARE))
         while not self.stop.is_set() and self.pool.any_left() and not self.pool.finished():
-            ahead = max(LOWERED_AHEAD_MIN, LOWERED_AHEAD_PER_BOARD * len(self.pool.live_names()))
-            if self._queue.qsize() < ahead:
-                return
             self._taken.clear()
-            if self._queue.qsize() < ahead:  # taken between the look and the clear
+            if self._queue.qsize() < self._refill_below:  # taken before the clear
                 return
-            # woken by the next case a board takes; the stop and the boards' end are looked
-            # at every POLL_S (it looked every 50 ms: 20 wake-ups a second, a measurable
-            # share of hil's CPU per case, scripts/bench_boards.py)
+            # woken by the board whose case takes the queue below the mark; the stop and the
+            # boards' end are looked at every POLL_S
             self._taken.wait(POLL_S)
 
     def _fail_leftovers(self, reason: str) -> None:
@@ -280,7 +289,8 @@ class Run:
                 if not self.has_work():
                     return None
                 continue
-            self._taken.set()
+            if self._queue.qsize() < self._refill_below:
+                self._taken.set()
             if self.stop.is_set():
                 self._queue.put(work)  # left for the record of what was not run
                 return None

@@ -10,7 +10,7 @@ import pytest
 
 from hil.board.commands import device_command
 from hil.board.connection import shell_v2
-from hil.board.kept_shell import KeptShell, KeptShellEnded
+from hil.board.kept_shell import KeptShell, KeptShellEnded, _take_status
 from hil.board.watchdog import BoardSilent, Watch
 from hil.errors import InfraError
 from tests.board.test_round_trips import streams
@@ -42,6 +42,19 @@ def test_a_command_answers_as_in_a_shell_of_its_own(board_device, argv: list[str
                 alone.returncode, alone.stdout, alone.stderr)
     finally:
         kept.close()
+
+
+def test_the_exit_status_is_read_however_the_packets_cut_the_sentinel() -> None:
+    marker = b"hil-done-0123456789abcdef"
+    stream = b"out hil-done-0000000000000000 lookalike\n" + marker + b"127\n"
+    for first in range(1, len(stream)):
+        for second in range(first, len(stream)):
+            stdout, status = bytearray(), None
+            for packet in (stream[:first], stream[first:second], stream[second:]):
+                assert status is None, (first, second)  # nothing after the sentinel's end
+                stdout += packet
+                status = _take_status(stdout, marker, len(packet))
+            assert (status, bytes(stdout)) == (127, b"out hil-done-0000000000000000 lookalike\n")
 
 
 def test_nothing_carries_over_and_stdin_is_not_the_next_command(board_device, virtual_board) -> None:
