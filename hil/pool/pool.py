@@ -296,9 +296,9 @@ class BoardPool:
     def _quarantine(self, live: LiveBoard, why: str, reachable: bool, wait_s: float,
                     dispatcher: Dispatcher) -> bool:
         """Take the board out. While other boards carry the run or may come back, or when it
-        still answers (`reachable`), it sits out `wait_s` (then health.check_wait's after each
-        failed check), then gets a health check: True when it passed and the board is
-        back at once; False when it is out for good (health.HEALTH_CHECKS failed in a row,
+        still answers (`reachable`), it sits out `wait_s`, then gets health checks, every
+        health.CHECK_EVERY_S after one fails: True when one passed and the board is back at
+        once; False when it is out for good (its checks failed for health.GIVE_UP_S,
         nothing left to do, or a dead last board)."""
         name = live.board.name
         with self._lock:
@@ -310,16 +310,17 @@ class BoardPool:
             log.error("%s: quarantined for the rest of the run (%s)", name, why)
             self._note_recovery(name, live.recovery, quarantined=why)
             return False
-        log.error("%s: quarantined (%s); health check in %g s", name, why, wait_s)
+        log.error("%s: quarantined (%s); health check %s", name, why,
+                  f"in {wait_s:g} s" if wait_s else "at once")
         self._note_recovery(name, live.recovery, quarantined=why)
         with self._lock:
             self._probation.add(name)
         out_since = time.monotonic()
+        first_check: float | None = None
         try:
-            first_wait_s = wait_s
-            for check in range(health.HEALTH_CHECKS):
-                if not self._sit_out(wait_s, dispatcher):
-                    return False  # the run is over, or has nothing left for this board
+            while self._sit_out(wait_s, dispatcher):
+                started = time.monotonic()
+                first_check = first_check or started
                 problem = self._health_problem(live)
                 self._note_probation(name, why, time.monotonic() - out_since, problem)
                 if problem is None:
@@ -328,12 +329,14 @@ class BoardPool:
                     with self._lock:
                         self._live[name] = live
                     return True
-                wait_s = health.check_wait(first_wait_s, check + 1)
+                if started - first_check >= health.GIVE_UP_S:
+                    why = f"{why}; health checks failed for {started - first_check:.0f} s"
+                    log.error("%s: quarantined for the rest of the run (%s)", name, why)
+                    self._note_recovery(name, live.recovery, quarantined=why)
+                    return False
+                wait_s = health.CHECK_EVERY_S
                 log.error("%s: health check failed: %s; next in %g s", name, problem, wait_s)
-            why = f"{why}; {health.HEALTH_CHECKS} health checks failed"
-            log.error("%s: quarantined for the rest of the run (%s)", name, why)
-            self._note_recovery(name, live.recovery, quarantined=why)
-            return False
+            return False  # the run is over, or has nothing left for this board
         finally:
             with self._lock:
                 self._probation.discard(name)

@@ -173,6 +173,7 @@ class Chaos:
     def _clear(self, injection: Injection) -> None:
         self.boards.control(injection.board, f"fault clear {injection.kind}")
         injection.cleared_at = time.time()
+        log.info("fault clear %s -> %s", injection.kind, injection.board)
 
 
 def _loadavg() -> list[str]:

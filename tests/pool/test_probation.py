@@ -1,7 +1,8 @@
 """Quarantine and probation in whole runs (real adb server, virtual boards, ExecuTorch's
-runtime): a board whose health check passes after a transient fault takes cases again after
-the short probation; one whose health checks keep failing stays out and its cases go to the
-other board; either way the run's `capacity_lost` says what the recovery cost."""
+runtime): a board whose health check passes after a transient fault takes cases again, at once
+after a first quarantine and after its probation after a second; one whose health checks keep
+failing stays out and its cases go to the other board; either way the run's `capacity_lost`
+says what the recovery cost."""
 
 from __future__ import annotations
 
@@ -67,25 +68,30 @@ def _assert_capacity_consistent(doc: dict[str, Any]) -> dict[str, Any]:
     return lost
 
 
-def test_a_board_whose_health_check_passes_takes_cases_again_after_the_short_probation(
-    boards: dict[str, VirtualBoardProcess], lab: Path, tmp_path: Path
+def test_a_board_whose_health_check_passes_is_back_at_once_then_after_its_probation(
+    boards: dict[str, VirtualBoardProcess], lab: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # the policy's own first probation (not shortened here): B alone needs three times as long
+    # the policy's own probation (not shortened here): B alone needs three times as long
     cases = tiny_copies(math.ceil(3 * health.PROBATION_S / B_CASE_S))
-    boards["a"].control("fault drop,on=exec,times=2")  # two infrastructure errors in a row, then fine
+    boards["a"].control("fault drop,on=exec,times=4")  # twice two infrastructure errors in a row
     _run, doc = run_in_process(lab, tmp_path / "out", cases=cases, **PATIENT)
     entry = _board(doc, "a")
-    assert [(p["why"], p["back"]) for p in entry["probation"]] == [("2 infrastructure errors in a row", True)]
+    assert [(p["why"], p["back"]) for p in entry["probation"]] == [
+        ("2 infrastructure errors in a row", True)] * 2
     assert "quarantined" not in entry
+    said = [r.getMessage() for r in caplog.records if "quarantined" in r.getMessage()]
+    assert said == [f"a: quarantined (2 infrastructure errors in a row); health check {when}"
+                    for when in ("at once", f"in {health.PROBATION_S:g} s")]
+    assert entry["probation"][1]["out_s"] >= health.PROBATION_S  # it sat out its probation
     failed_on_a = sorted(a["finished"] for c in doc["cases"] for a in c["earlier_attempts"] or []
                          if a["board"] == "a")
-    quarantined_after = failed_on_a[1]  # the fault's two errors in a row
-    after = [c for c in doc["cases"] if c["board"] == "a" and c["started"] > quarantined_after]
+    assert len(failed_on_a) == 4
+    after = [c for c in doc["cases"] if c["board"] == "a" and c["started"] > failed_on_a[-1]]
     assert len(after) >= 3, (len(after), len(cases))  # a member of the run again, not a last try
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
     assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
     lost = _assert_capacity_consistent(doc)
-    assert entry["board_seconds_out"] >= health.PROBATION_S  # it sat out at least its probation
+    assert entry["board_seconds_out"] >= health.PROBATION_S
     assert _board(doc, "b")["board_seconds_out"] == 0
     assert lost["board_seconds_out"] > 0
 
@@ -93,8 +99,8 @@ def test_a_board_whose_health_check_passes_takes_cases_again_after_the_short_pro
 def test_a_board_whose_health_checks_keep_failing_stays_out_and_its_cases_go_to_the_other(
     boards: dict[str, VirtualBoardProcess], lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(health, "PROBATION_S", 0.2)  # the rule, not the numbers: a short run
-    monkeypatch.setattr(health, "PROBATION_MAX_S", 0.4)
+    monkeypatch.setattr(health, "CHECK_EVERY_S", 0.2)  # the rule, not the numbers: a short run
+    monkeypatch.setattr(health, "GIVE_UP_S", 1.0)
     cases = tiny_copies(12)
     armed: list[bool] = []
 
@@ -106,8 +112,9 @@ def test_a_board_whose_health_checks_keep_failing_stays_out_and_its_cases_go_to_
     _run, doc = run_in_process(lab, tmp_path / "out", on_record=break_a, cases=cases, **PATIENT)
     entry = _board(doc, "a")
     checks = entry["probation"]
-    assert len(checks) == health.HEALTH_CHECKS and not any(p["back"] for p in checks), checks
-    assert entry["quarantined"].endswith(f"{health.HEALTH_CHECKS} health checks failed")
+    assert len(checks) >= 2 and not any(p["back"] for p in checks), checks
+    assert checks[-1]["out_s"] >= health.GIVE_UP_S  # its checks failed for that long
+    assert " health checks failed for " in entry["quarantined"]
     out_since = max(a["finished"] for c in doc["cases"] for a in c["earlier_attempts"] or [] if a["board"] == "a")
     assert [c["id"] for c in doc["cases"] if c["board"] == "a" and c["started"] > out_since] == []
     assert all(c["board"] == "b" for c in doc["cases"] if c["earlier_attempts"])
