@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-import hil.pool.health
 from hil.adbserver import AdbServer
 from hil.errors import InfraError, UsageError
 from hil.report.results import load_results
@@ -253,6 +252,22 @@ def _board(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(b for b in doc["run"]["boards"] if b["name"] == name)
 
 
+def _drops_on_a(boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, cases: tuple[Any, ...],
+                times: int) -> dict[str, Any]:
+    """The results of `cases` on A (power, console), its runner execs cut `times` times (0:
+    every time), and B slowed so that A takes cases too."""
+    a, b = boards["a"], boards["b"]
+    inventory = write_inventory(tmp_path / "inventory.yaml",
+                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
+    a.control(f"fault drop,on=exec,times={times}", applied_within=30)
+    b.control("fault slow,delay=0.05", applied_within=30)
+    try:
+        _run, doc = run_in_process(inventory, tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
+    finally:
+        _restore(adb_server, boards)
+    return doc
+
+
 def test_a_board_that_fails_every_case_costs_its_errors_in_a_row_and_the_other_runs_them(
     boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
 ) -> None:
@@ -260,16 +275,8 @@ def test_a_board_that_fails_every_case_costs_its_errors_in_a_row_and_the_other_r
     at once (a first quarantine), back, and quarantined again after its next two; every case
     passes on B. How many cases A reaches before B has run them all is the machine's timing,
     so the row says what was observed, and the test what holds whatever it is."""
-    a, b = boards["a"], boards["b"]
     cases = tiny_copies(12)
-    inventory = write_inventory(tmp_path / "inventory.yaml",
-                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
-    a.control("fault drop,on=exec,times=0", applied_within=30)
-    b.control("fault slow,delay=0.05", applied_within=30)
-    try:
-        _run, doc = run_in_process(inventory, tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
-    finally:
-        _restore(adb_server, boards)
+    doc = _drops_on_a(boards, adb_server, tmp_path, cases, times=0)
     entry = _board(doc, "a")
     assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
     assert {c["board"] for c in doc["cases"]} == {"b"}
@@ -286,19 +293,10 @@ def test_a_board_that_fails_every_case_costs_its_errors_in_a_row_and_the_other_r
 
 
 def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check(
-    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 1.0)
-    a, b = boards["a"], boards["b"]
     cases = tiny_copies(8)
-    inventory = write_inventory(tmp_path / "inventory.yaml",
-                                [board_entry("a", a, boards["console"], power=True), board_entry("b", b)])
-    a.control("fault drop,on=exec,times=2", applied_within=30)  # two infrastructure errors in a row, then healthy
-    b.control("fault slow,delay=0.05", applied_within=30)
-    try:
-        _run, doc = run_in_process(inventory, tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
-    finally:
-        _restore(adb_server, boards)
+    doc = _drops_on_a(boards, adb_server, tmp_path, cases, times=2)  # two errors in a row, then healthy
     entry = _board(doc, "a")
     assert "quarantined" not in entry
     assert [(p["why"], p["health_check"], p["back"]) for p in entry["probation"]] == [
@@ -316,9 +314,8 @@ def test_board_quarantined_for_errors_in_a_row_comes_back_after_its_health_check
 
 
 def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
-    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 1.0)
     a, b = boards["a"], boards["b"]
     cases = tiny_copies(12)
     out = tmp_path / "out"
@@ -383,11 +380,10 @@ def _after_first_case(action: Callable[[], object]) -> Callable[[Any, dict[str, 
 
 
 def test_a_board_that_stops_trusting_the_host_is_quarantined_at_once_with_the_hint(
-    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
 ) -> None:
     """`unauthorized` needs a person: no reboot or power cycle is tried (A has power control),
     the board is quarantined after the reconnect that found it, with the RSA-key hint."""
-    monkeypatch.setattr(hil.pool.health, "PROBATION_S", 0.2)
     a = boards["a"]
     cases = tiny_copies(6)
     inventory = _powered_a_and_slow_b(boards, tmp_path)
