@@ -16,9 +16,8 @@ nobody waits for a dead last board (the run reports what is left).
 
 The guarantees: a board that stays broken fails its health checks and is out for the run
 once they have failed for GIVE_UP_S since its first (it eats no case: a board on probation
-takes none); a
-board that is fit again is back within CHECK_EVERY_S (and a check's own time) of its first
-check; a board that flaps (passes its checks, fails its cases) costs at most
+takes none); a board that is fit again is back within CHECK_EVERY_S (and a check's own time)
+of its first check; a board that flaps (passes its checks, fails its cases) costs at most
 QUARANTINE_AFTER attempts per PROBATION_MAX_S, each retried on another board, until
 GOOD_STREAK cases in a row clear it.
 """
