@@ -44,6 +44,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 5037
 DEFAULT_SERVER = f"{DEFAULT_HOST}:{DEFAULT_PORT}"
 """Where a host's own adb server listens unless told otherwise (adb's default)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Server hosts that are this host."""
 OWN_SERVER = "own"
 """`--adb-server own`: hil's private server for every board, USB boards included; only right
 where no other server runs (a container with the USB bus, `hil replicate --access usb`)."""
@@ -184,6 +186,12 @@ class _Server:
     def address(self) -> str:
         """`HOST:PORT` of the server."""
         return f"{self.host}:{self.port}"
+
+    @property
+    def on_this_host(self) -> bool:
+        """The server runs on this host (hil's own, or a lab's on a loopback address), so a
+        network board's `HOST:PORT` it was given reaches the same board from here."""
+        return self.owned or self.host in LOOPBACK_HOSTS
 
     @property
     def client(self) -> adbutils.AdbClient:

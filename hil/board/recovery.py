@@ -12,10 +12,13 @@ board-specific work of each step lives in `Recovery`:
 - RECONNECT: make sure the run's adb server is alive (restart it if it died), then
   `adb disconnect` + `adb connect` for a network board, or wait for a USB board to be
   `device` again. First, a board the server still lists as `device` must answer a sync
-  STAT within SILENT_S: one that does not is frozen (BoardFrozen), and neither a reconnect
-  (the server's `adb connect` waits out adb's own 10 s handshake, and the board is
-  `offline` after it) nor `adb reboot` (sent to the adbd that does not answer) cures it:
-  with power control the ladder goes straight to POWER_CYCLE.
+  STAT within SILENT_S, and before each `adb connect` a network board must answer a CNXN of
+  hil's own within SILENT_S if it accepts the connection (the server may have lost the
+  board, or the board froze while a reboot's wait reconnects it): one that does not is
+  frozen (BoardFrozen), and neither a reconnect (the server's `adb connect` waits out adb's own
+  10 s handshake, and the board is `offline` after it) nor `adb reboot` (sent to the adbd
+  that does not answer) cures it: with power control the ladder goes straight to
+  POWER_CYCLE.
 - REBOOT: `adb reboot`, wait until the board is no longer `device` (so the old state is not
   mistaken for the new one), then until it is `device` again with `sys.boot_completed=1`.
 - POWER_CYCLE (only with power control): `cycle()`, then the same wait.
@@ -43,6 +46,7 @@ import adbutils
 
 from hil.attention import NeedsPerson, check_state
 from hil.board.adb import ADB_ERRORS, AdbBoard, chipset_from_props
+from hil.board.adbd_probe import adbd_silent
 from hil.board.console import ConsoleCrash
 from hil.board.invocation import DEVICE_ROOT
 from hil.board.power import PowerControl
@@ -223,7 +227,7 @@ class Recovery:
         """BoardFrozen when the adb server lists the board as `device` but its adbd does not
         answer a sync STAT within SILENT_S (the virtual board's `freeze` fault: TCP up, adbd
         silent). A board not listed, or whose connection ends at once, is left to the
-        reconnect."""
+        reconnect (which asks a network board's adbd itself first: `_reconnect`)."""
         if self._state() != "device":
             return
         limit_s = min(SILENT_S, self.idle_s)
@@ -239,9 +243,21 @@ class Recovery:
             return  # the connection ended or was refused: the reconnect's case
 
     def _reconnect(self, limit_s: float) -> None:
+        """The adb server alive, then the board `device` again: `adb disconnect` + `adb connect`
+        for a network board, unless its adbd accepts a connection of hil's own but does not
+        answer its CNXN within SILENT_S (BoardFrozen: `adb connect` would wait out adb's own
+        10 s handshake, and a frozen board that a reboot's or the first reconnect's wait met
+        would keep waiting until its time limit; asked only when the board's adb server runs
+        on this host); a USB board is waited for."""
         self.keeper.ensure_alive()
         address = self.board.address
         if self.network:
+            limit_silent_s = min(SILENT_S, self.idle_s)
+            if self._asks_adbd() and adbd_silent(address, limit_silent_s):
+                raise BoardFrozen(
+                    f"{address}: its adbd accepts a connection but does not answer within "
+                    f"{limit_silent_s:g} s (frozen: a reconnect or `adb reboot` cannot reach it)"
+                )
             bounded(lambda: self.disconnect(address), self.idle_s, f"adb disconnect {address}")
             self.board.device = bounded(
                 lambda: self.connect(address, limit_s), limit_s + self.idle_s,
@@ -254,6 +270,11 @@ class Recovery:
             if time.monotonic() > deadline:
                 raise InfraError(f"{address}: not back as 'device' within {limit_s:g} s")
             time.sleep(POLL_S)
+
+    def _asks_adbd(self) -> bool:
+        """Whether the board's adbd may be asked directly: only when its adb server runs on
+        this host (a lab server elsewhere was given the board's address as it sees it)."""
+        return bool(getattr(self.keeper.server, "on_this_host", False))
 
     def _state(self) -> str:
         try:
@@ -300,8 +321,8 @@ class Recovery:
                 if self._getprop("sys.boot_completed") == "1":
                     return
                 last = "sys.boot_completed is not 1"
-            except NeedsPerson:
-                raise  # waiting longer does not help: a person has to act
+            except (NeedsPerson, BoardFrozen):
+                raise  # waiting longer does not help: a person or the power switch has to act
             except (InfraError, *ADB_ERRORS) as exc:
                 last = str(exc)
             time.sleep(POLL_S)

@@ -11,7 +11,7 @@ import collections
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from hil.virtual.protocol import A_OKAY, A_WRTE, Message
+from hil.adbwire import A_OKAY, A_WRTE, Message
 
 
 class StreamClosed(Exception):

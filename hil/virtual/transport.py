@@ -18,11 +18,12 @@ import logging
 import os
 from typing import Protocol
 
+from hil import adbwire
+from hil.adbwire import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual import protocol
 from hil.virtual.device import Device
 from hil.virtual.faults import FaultPlan
 from hil.virtual.link import Link
-from hil.virtual.protocol import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual.stream import Service, Stream, StreamClosed
 
 log = logging.getLogger(__name__)
@@ -74,15 +75,15 @@ class Transport:
         await self.board.awake(delay=True)
         if self.writer.is_closing():
             raise StreamClosed
-        await self.board.link.to_host(protocol.HEADER_SIZE + len(message.data))
-        self.writer.write(protocol.encode(message, self.version))
+        await self.board.link.to_host(adbwire.HEADER_SIZE + len(message.data))
+        self.writer.write(adbwire.encode(message, self.version))
         await self.writer.drain()
 
     async def _read_message(self) -> Message:
-        header = await self.reader.readexactly(protocol.HEADER_SIZE)
-        command, arg0, arg1, length = protocol.decode_header(header, protocol.DEVICE_MAXDATA)
+        header = await self.reader.readexactly(adbwire.HEADER_SIZE)
+        command, arg0, arg1, length = adbwire.decode_header(header, protocol.DEVICE_MAXDATA)
         data = await self.reader.readexactly(length) if length else b""
-        await self.board.link.from_host(protocol.HEADER_SIZE + length)
+        await self.board.link.from_host(adbwire.HEADER_SIZE + length)
         return Message(command, arg0, arg1, data)
 
     async def run(self) -> None:
@@ -95,7 +96,7 @@ class Transport:
                 await self._dispatch(message)
         except (asyncio.IncompleteReadError, ConnectionError, StreamClosed):
             log.info("transport from %s closed", peer)
-        except protocol.ProtocolError as exc:
+        except adbwire.ProtocolError as exc:
             log.warning("transport from %s: %s; dropping it", peer, exc)
         finally:
             await self._close_streams()

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from hil.adbserver import AdbServer
+from hil.board.adb import AdbBoard
+from hil.board.recovery import BoardFrozen, Recovery, ServerKeeper
 from hil.errors import InfraError, UsageError
 from hil.report.results import load_results
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
@@ -40,7 +42,7 @@ from . import (
 )
 from .conftest import MATRIX_ROWS
 
-pytestmark = pytest.mark.slow  # about a minute: 19 whole runs, recoveries included
+pytestmark = pytest.mark.slow  # about a minute: 20 whole runs, recoveries included
 
 IDLE_S = 3.0
 """The runs' idle timeout: a frozen board must be an ERROR_INFRA well before the deadline."""
@@ -116,6 +118,8 @@ ROWS = [
     Row("adb server dies", (), ONE_INFRA, "reconnect", kill_adb_server=True),
     Row("freeze, other board takes over", ("fault freeze,on=exec",), ONE_INFRA, "power-cycle",
         rf"did not answer for {IDLE_S:g} s", two_boards=True, deadline_s=60.0),
+    Row("freeze, then the adb server dies", (), ONE_INFRA, "power-cycle", kill_adb_server=True,
+        after_first=("fault freeze,on=now",), deadline_s=60.0),
 ]
 
 
@@ -181,13 +185,13 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
     armed: list[str] = []
 
     def after_record(run: Any, record: dict[str, Any]) -> None:
-        if row.kill_adb_server and not killed:
-            killed.append(run.pool.servers.private.pid)
-            os.kill(run.pool.servers.private.pid, signal.SIGKILL)
-        if row.after_first and not armed:
+        if row.after_first and not armed:  # before the kill: a board frozen when its server dies
             armed.append(record["id"])
             for line in row.after_first:
                 a.control(line, applied_within=30)
+        if row.kill_adb_server and not killed:
+            killed.append(run.pool.servers.private.pid)
+            os.kill(run.pool.servers.private.pid, signal.SIGKILL)
 
     try:
         run, doc = run_in_process(inventory, tmp_path / "out", on_record=after_record,
@@ -227,6 +231,8 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         assert [(s["step"], s["recovered"]) for s in steps] == [("reconnect", False),
                                                                 ("power-cycle", True)], steps
         assert steps[0]["message"].startswith("BoardFrozen: ") and steps[0]["seconds"] < IDLE_S + 2
+        if row.kill_adb_server:  # the server lost it: hil's own CNXN found it silent
+            assert "its adbd accepts a connection but does not answer" in steps[0]["message"], steps
     if row.fault == "runner hang":  # killed on the board by its PID, not left hanging
         console = (tmp_path / "out" / "console" / "a.log").read_text()
         started = set(re.findall(r"runner pid (\d+) started", console))
@@ -357,6 +363,27 @@ def test_dead_board_comes_back_when_fixed_while_another_carries_the_run(
     MATRIX_ROWS.append(["freeze, no power control, fixed by hand", "ERROR_INFRA→PASS",
                         _describe(Counter(chain(c) for c in doc["cases"] if chain(c) != "PASS")),
                         "quarantined, health check, back", "0"])
+
+
+def test_a_board_that_freezes_while_it_reboots_is_found_frozen_not_waited_for(
+    boards: dict[str, Any], adb_server: AdbServer
+) -> None:
+    """The reboot rung's wait meets a board that came up frozen (the soak deals such faults to
+    recovering boards): its adbd accepts hil's connection and stays silent, so the wait ends
+    with BoardFrozen (the power cycle's turn) instead of reconnecting until the boot timeout,
+    each `adb connect` waiting out adb's own handshake."""
+    a = boards["a"]
+    device = adb_server.connect(a.address, timeout=10.0)
+    board = AdbBoard("a", a.address, device, "frozen-reboot", Path("enn_executor_runner"), 10.0, IDLE_S)
+    recovery = Recovery(board, ServerKeeper(adb_server), adb_server.connect, adb_server.disconnect,
+                        network=True, idle_s=IDLE_S, boot_s=60.0)
+    try:
+        recovery.reboot_to("", 30.0)  # the board has left `device`: it is rebooting
+        a.control("fault freeze,on=now", applied_within=30)  # ...and comes up frozen
+        with pytest.raises(BoardFrozen, match="its adbd accepts a connection but does not answer"):
+            recovery.wait_booted(60.0)
+    finally:
+        _restore(adb_server, boards)
 
 
 def _powered_a_and_slow_b(boards: dict[str, Any], tmp_path: Path) -> Path:

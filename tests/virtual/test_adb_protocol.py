@@ -17,10 +17,10 @@ from pathlib import Path
 import adbutils
 import pytest
 
+from hil import adbwire
 from hil.adbserver import AdbServer
-from hil.virtual import protocol
+from hil.adbwire import A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
-from hil.virtual.protocol import A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from tests.adb_lab import device_state, wait_for
 
 TMP = "/data/local/tmp"
@@ -212,7 +212,7 @@ class _RawHost:
         self.send(Message(A_CNXN, version, maxdata, b"host::features=shell_v2\0"))
 
     def send(self, message: Message) -> None:
-        self.sock.sendall(protocol.encode(message, self.version))
+        self.sock.sendall(adbwire.encode(message, self.version))
 
     def _read(self, size: int) -> bytes:
         data = b""
@@ -223,10 +223,10 @@ class _RawHost:
         return data
 
     def receive(self) -> tuple[Message, int]:
-        header = self._read(protocol.HEADER_SIZE)
-        command, arg0, arg1, length = protocol.decode_header(header, 1 << 20)
+        header = self._read(adbwire.HEADER_SIZE)
+        command, arg0, arg1, length = adbwire.decode_header(header, 1 << 20)
         message = Message(command, arg0, arg1, self._read(length))
-        return message, protocol.HEADER.unpack(header)[4]
+        return message, adbwire.HEADER.unpack(header)[4]
 
     def nothing_within(self, seconds: float) -> bool:
         self.sock.settimeout(seconds)
@@ -241,10 +241,10 @@ class _RawHost:
 def test_board_waits_for_okay_and_honours_maxdata_and_checksums(
     virtual_board: VirtualBoardProcess,
 ) -> None:
-    host = _RawHost(virtual_board.address, protocol.VERSION_CHECKSUMMED, 4096)
+    host = _RawHost(virtual_board.address, adbwire.VERSION_CHECKSUMMED, 4096)
     try:
         cnxn, _ = host.receive()
-        assert (cnxn.command, cnxn.arg0) == (A_CNXN, protocol.VERSION_CHECKSUMMED)
+        assert (cnxn.command, cnxn.arg0) == (A_CNXN, adbwire.VERSION_CHECKSUMMED)
         assert cnxn.data.startswith(b"device::")
         host.send(Message(A_OPEN, 7, 0, b"exec:head -c 10000 /dev/zero\0"))
         okay, _ = host.receive()
@@ -271,7 +271,7 @@ def test_replies_written_while_a_wrte_awaits_its_okay_go_out_together(
     acknowledged the last WRTE together in the next one: a command's lines written while the
     host holds back its OKAY arrive in one WRTE after it; three pushed files in one host WRTE
     get their three OKAYs in fewer than three."""
-    host = _RawHost(virtual_board.address, protocol.VERSION_CHECKSUMMED, 4096)
+    host = _RawHost(virtual_board.address, adbwire.VERSION_CHECKSUMMED, 4096)
     try:
         host.receive()  # CNXN
         host.send(Message(A_OPEN, 7, 0, b"exec:echo first; sleep 0.3; echo second; echo third\0"))

@@ -1,0 +1,61 @@
+"""Ask a network board's adbd itself whether it answers: one TCP connection, one CNXN.
+
+The recovery ladder asks this when the adb server does not list a network board as `device`
+(the server was restarted and lost it, say): the server's `adb connect` would wait out adb's
+own 10 s handshake on a frozen board, and `adb reboot` cannot reach it. A board whose adbd
+accepts the connection but stays silent is frozen; one that answers anything (CNXN, AUTH,
+STLS), refuses, closes or cannot be reached is left to the reconnect, as before. A board that
+is rebooting has no adbd listening (refused) or no network (unreachable), so it is never
+judged frozen by this.
+
+A real adbd serves every TCP connection as a transport of its own, so this second one does
+not disturb the adb server's; it is closed as soon as the question is answered.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+
+from hil.adbwire import A_CNXN, VERSION_CHECKSUMMED, VERSION_SKIP_CHECKSUM, Message, encode
+
+HOST_MAXDATA = 1024 * 1024
+"""The payload size offered, as adb's host offers (MAX_PAYLOAD)."""
+HOST_BANNER = b"host::\0"
+
+
+def _hello() -> bytes:
+    """The CNXN an adb host opens a transport with: it offers VERSION_SKIP_CHECKSUM but, as no
+    version is agreed yet, still checksums this first message (an adbd before Android 9
+    checks it)."""
+    return encode(Message(A_CNXN, VERSION_SKIP_CHECKSUM, HOST_MAXDATA, HOST_BANNER),
+                  VERSION_CHECKSUMMED)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of a network board's `host:port` (`[v6]:port` too); ValueError when
+    `address` is not one (a USB serial)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"{address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+def adbd_silent(address: str, limit_s: float) -> bool:
+    """True when the adbd at `address` accepts a TCP connection but sends nothing back to a
+    CNXN within `limit_s` (frozen); False when it answers, refuses, closes the connection or
+    cannot be reached within `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    try:
+        sock = socket.create_connection(split_address(address), timeout=limit_s)
+    except (OSError, ValueError):
+        return False
+    with sock:
+        try:
+            sock.sendall(_hello())
+            left = deadline - time.monotonic()
+            readable, _, _ = select.select([sock], [], [], max(0.0, left))
+        except OSError:
+            return False
+        return not readable  # readable: an answer, or the connection's end (EOF, reset)
