@@ -383,6 +383,7 @@ def test_a_board_that_freezes_while_it_reboots_is_found_frozen_not_waited_for(
         with pytest.raises(BoardFrozen, match="its adbd accepts a connection but does not answer"):
             recovery.wait_booted(60.0)
     finally:
+        a.control("power cycle", applied_within=30)  # what the ladder's next rung does
         _restore(adb_server, boards)
 
 
