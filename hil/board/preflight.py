@@ -25,13 +25,14 @@ from adbutils import AdbDevice
 
 from hil.attention import check_state
 from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, AdbBoard, chipset_from_props
+from hil.board.adbd_probe import adbd_silent
 from hil.board.console import probe_console
 from hil.board.inventory import InventoryEntry
+from hil.board.recovery import SILENT_S, BoardFrozen, ServerKeeper
 from hil.board.watchdog import bounded
 from hil.errors import InfraError
 
 if TYPE_CHECKING:
-    from hil.board.recovery import ServerKeeper
     from hil.board.servers import Server
 
 log = logging.getLogger(__name__)
@@ -232,8 +233,15 @@ def render(reports: list[BoardReport]) -> str:
 
 def connect(entry: InventoryEntry, server: Server, address: str, timeout_s: float) -> AdbDevice:
     """The adbutils device of a board: `adb connect` for a network board, else wait until
-    the USB board is `device`. InfraError naming the state when it does not get there."""
+    the USB board is `device`. InfraError naming the state when it does not get there;
+    BoardFrozen at once for a network board whose adbd accepts a connection but does not
+    answer (`adbd_probe.py`; asked when the server runs on this host), which `adb connect`
+    would wait for until `timeout_s`."""
     if ":" in address:
+        limit_s = min(SILENT_S, timeout_s)
+        if server.on_this_host and adbd_silent(address, limit_s):
+            raise BoardFrozen(f"{entry.name} ({address}): its adbd accepts a connection but "
+                              f"does not answer within {limit_s:g} s (frozen)")
         return server.connect(address, timeout=timeout_s)
     device = server.client.device(serial=address)
     deadline = time.monotonic() + timeout_s

@@ -150,6 +150,11 @@ class Step:
     message: str = ""
     seconds: float = 0.0
 
+    def record(self) -> dict[str, Any]:
+        """Its entry in results.json's `run.boards[].recovery`."""
+        return {"step": self.rung.value, "recovered": self.recovered, "message": self.message,
+                "seconds": self.seconds}
+
 
 @dataclass
 class Recovery:

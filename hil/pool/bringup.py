@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adbutils import AdbDevice
+
 from hil import lifeline
 from hil.board.adb import AdbBoard
 from hil.board.inventory import InventoryEntry
 from hil.board.preflight import VIRTUAL_RUNNER, connect_keeping_server, inspect_board
-from hil.board.recovery import Recovery
-from hil.board.servers import BoardServers
+from hil.board.recovery import BoardFrozen, Recovery, Rung, ServerKeeper, Step
+from hil.board.servers import BoardServers, Server
 from hil.errors import InfraError, UsageError
 from hil.paths import safe_name
 from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
@@ -96,7 +98,14 @@ def bring_up(
         on_stop(process.stop)
         entry = dataclasses.replace(entry, adb=process.address, console=process.console, power=process)
     address = entry.adb
-    device = connect_keeping_server(entry, adb, servers.keeper_for(adb), address, idle_s)
+    keeper = servers.keeper_for(adb)
+    cycled: list[Step] = []
+    try:
+        device = connect_keeping_server(entry, adb, keeper, address, idle_s)
+    except BoardFrozen as exc:
+        if entry.power is None:
+            raise
+        device, cycled = _power_cycled(entry, options, adb, keeper, exc)
     probe = AdbBoard(name, address, device, options.run_id, VIRTUAL_RUNNER, options.timeout_s, idle_s)
     flashes, build = _provision(entry, options, probe, servers)
     report = inspect_board(probe, entry, options.chipset, console=False)
@@ -123,6 +132,7 @@ def bring_up(
         boot_s=options.boot_timeout_s,
     )
     recovery.flashes.extend(flashes)
+    recovery.history.extend(cycled)
     if entry.provisioning is not None and entry.provisioning.flashable:
         recovery.reflash = _reflash(entry, options, recovery)
     choice = choose_profile(
@@ -136,11 +146,35 @@ def bring_up(
               "start_s": round(time.perf_counter() - began, 3)}
     if build is not None:
         record.update(build=build, flashes=flashes)
+    if cycled:
+        record["recovery"] = [step.record() for step in cycled]
     if info.properties.get(DEVICE_TIME_PROPERTY):  # the off-host measuring mode: not a measurement
         record["device_time"] = info.properties[DEVICE_TIME_PROPERTY]
     log.info("%s: ready (%s, chipset %s, runner profile %s%s)", name, address, info.chipset,
              choice.profile.name, ", VIRTUAL" if info.virtual else "")
     return LiveBoard(board, recovery, BoardRunner(name, choice, info.virtual), record)
+
+
+def _power_cycled(entry: InventoryEntry, options: PoolOptions, adb: Server, keeper: ServerKeeper,
+                  why: BoardFrozen) -> tuple[AdbDevice, list[Step]]:
+    """A board with power control found frozen as it comes up (since an earlier run, say):
+    power-cycled once and waited for (`--boot-timeout`), as the POWER_CYCLE rung of its ladder
+    would in the run, so that it is not left out of this run and every later one. Its device
+    and the step (results.json `run.boards[].recovery`, its message saying why); an InfraError
+    naming both when it is still not back. Only a board found frozen: one that cannot be
+    reached at all may be unplugged or switched off, and is not waited for a boot timeout."""
+    log.warning("%s: power cycle", why)  # why names the board
+    board = AdbBoard(entry.name, entry.adb, adb.client.device(serial=entry.adb), options.run_id,
+                     VIRTUAL_RUNNER, options.timeout_s, options.idle_timeout_s)
+    recovery = Recovery(board, keeper, adb.connect, adb.disconnect, network=entry.network,
+                        power=entry.power, idle_s=options.idle_timeout_s,
+                        boot_s=options.boot_timeout_s)
+    back = recovery.recover(Rung.POWER_CYCLE) is Rung.HEALTHY
+    step = recovery.history[0]
+    if not back:
+        raise InfraError(f"{why}; power cycle: {step.message}")
+    step.message = f"at bring-up: {why}"[:300]
+    return board.device, [step]
 
 
 def _adb_side(entry: InventoryEntry, options: PoolOptions, board: AdbBoard,

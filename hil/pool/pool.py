@@ -440,10 +440,7 @@ class BoardPool:
         with self._lock:
             entry = self._board_record(name)
             if entry is not None:
-                entry["recovery"] = [
-                    {"step": s.rung.value, "recovered": s.recovered, "message": s.message,
-                     "seconds": s.seconds} for s in recovery.history
-                ]
+                entry["recovery"] = [step.record() for step in recovery.history]
                 if recovery.flashes:  # --provision's flash at bring-up, then the REFLASH rungs'
                     entry["flashes"] = list(recovery.flashes)
                     entry["build"] = {**(entry.get("build") or {}),

@@ -387,6 +387,42 @@ def test_a_board_that_freezes_while_it_reboots_is_found_frozen_not_waited_for(
         _restore(adb_server, boards)
 
 
+@pytest.mark.parametrize("power", [True, False], ids=["power control", "no power control"])
+def test_a_board_frozen_before_the_run_is_found_frozen_at_once_and_cycled_when_it_can_be(
+    power: bool, boards: dict[str, Any], adb_server: AdbServer, tmp_path: Path
+) -> None:
+    """A board left frozen (by an earlier run, say): its adbd accepts the bring-up's connection
+    and stays silent. With power control it is cycled, waited for and runs cases, the cycle its
+    first recovery step; without, it is not usable, named frozen (not an `adb connect` that
+    waited out the idle timeout), and B runs every case."""
+    a, b = boards["a"], boards["b"]
+    entries = [board_entry("a", a, power=power), board_entry("b", b)]
+    b.control("fault slow,delay=0.05", applied_within=30)  # so that A, once up, takes cases
+    a.control("fault freeze,on=now", applied_within=30)
+    cases = tiny_copies(6)
+    try:
+        _run, doc = run_in_process(write_inventory(tmp_path / "inventory.yaml", entries),
+                                   tmp_path / "out", cases=cases, idle_timeout_s=IDLE_S)
+    finally:
+        a.control("power cycle", applied_within=30)  # frozen still, without power control
+        _restore(adb_server, boards)
+    entry = _board(doc, "a")
+    assert [c["verdict"] for c in doc["cases"]] == ["PASS"] * len(cases)
+    assert lost_results([c.key for c in cases], doc, tmp_path / "out" / "junit.xml") == 0
+    frozen = "its adbd accepts a connection but does not answer"
+    if power:
+        (step,) = entry["recovery"]
+        assert (step["step"], step["recovered"]) == ("power-cycle", True)
+        assert step["message"].startswith("at bring-up: a (") and frozen in step["message"]
+        assert any(c["board"] == "a" for c in doc["cases"])
+    else:
+        assert frozen in entry["error"]
+        assert {c["board"] for c in doc["cases"]} == {"b"}
+    MATRIX_ROWS.append([f"frozen before the run, {'power' if power else 'no power'}", "all PASS",
+                        _describe(Counter(chain(c) for c in doc["cases"] if chain(c) != "PASS")),
+                        "power-cycle at bring-up" if power else "not usable (frozen)", "0"])
+
+
 def _powered_a_and_slow_b(boards: dict[str, Any], tmp_path: Path) -> Path:
     """An inventory of A (console, power control) and B, B slowed so that A takes cases too."""
     boards["b"].control("fault slow,delay=0.05", applied_within=30)
