@@ -173,7 +173,6 @@ P = functools.partial
 
 def cases() -> list[Case]:
     """The ops suite, fp32 and A8W8."""
-    q = torch.ops.quantized_decomposed  # noqa: F841 - registers the quantized_decomposed ops
     x4 = _w(1, 3, 8, 8)
     found: list[Case] = []
     add = found.extend

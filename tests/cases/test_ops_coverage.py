@@ -3,6 +3,8 @@ fp32 and at A8W8; the op list itself matches the reference."""
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,26 @@ def test_op_list_matches_the_reference():
             pytest.fail(f"no reference at {REFERENCE} (CI needs the project's shared/ notes)")
         pytest.skip(f"no reference at {REFERENCE}")
     assert _reference_ops(REFERENCE.read_text()) == set(OPS)
+
+
+QUANTIZE_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",
+                "dequantize_per_channel")
+FRESH_EXPORT = f"""
+import torch
+from hil.cases import load_suite
+from hil.lower.build import case_samples
+cases = [c for c in load_suite("ops") if c.id in {QUANTIZE_OPS!r} and c.precision == "fp32"]
+for case in cases:
+    torch.export.export(case.factory().eval(), case_samples(case).inputs)
+print(len(cases))
+"""
+
+
+def test_the_quantize_op_cases_export_in_a_fresh_interpreter() -> None:
+    """`torch.ops.quantized_decomposed` has its ops only once torch's module that defines them
+    is imported: a `hil run --suite ops` whose lowering imported nothing else that does (all
+    other cases in the artifact cache, say) failed these cases' export (FAIL_EXPORT)."""
+    done = subprocess.run([sys.executable, "-c", FRESH_EXPORT], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == str(len(QUANTIZE_OPS))
