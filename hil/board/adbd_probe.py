@@ -1,8 +1,10 @@
 """Ask a network board's adbd itself whether it answers: one TCP connection, one CNXN.
 
-The recovery ladder asks this when the adb server does not list a network board as `device`
-(the server was restarted and lost it, say): the server's `adb connect` would wait out adb's
-own 10 s handshake on a frozen board, and `adb reboot` cannot reach it. A board whose adbd
+The recovery ladder asks this before every `adb connect` of a network board, and bring-up
+before its first (`hil/board/preflight.py`): the adb server's `adb connect` would wait out
+adb's own 10 s handshake on a frozen board (one the server lost when it was restarted, or one
+that froze while a reboot's wait reconnected it), and `adb reboot` cannot reach it. Asked only
+where the board's adb server runs on this host. A board whose adbd
 accepts the connection but stays silent is frozen; one that answers anything (CNXN, AUTH,
 STLS), refuses, closes or cannot be reached is left to the reconnect, as before. A board that
 is rebooting has no adbd listening (refused) or no network (unreachable), so it is never
