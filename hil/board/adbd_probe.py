@@ -30,7 +30,9 @@ HOST_BANNER = b"host::\0"
 def _hello() -> bytes:
     """The CNXN an adb host opens a transport with: it offers VERSION_SKIP_CHECKSUM but, as no
     version is agreed yet, still checksums this first message (an adbd before Android 9
-    checks it)."""
+    checks it). As AOSP's adb does: `send_connect` in `packages/modules/adb/adb.cpp` sends
+    A_VERSION and "host::..." on a transport initialised to A_VERSION_MIN, and `send_packet`
+    in `transport.cpp` checksums while the version is below A_VERSION_SKIP_CHECKSUM."""
     return encode(Message(A_CNXN, VERSION_SKIP_CHECKSUM, HOST_MAXDATA, HOST_BANNER),
                   VERSION_CHECKSUMMED)
 

@@ -25,10 +25,9 @@ from adbutils import AdbDevice
 
 from hil.attention import check_state
 from hil.board.adb import ADB_ERRORS, CHIPSET_PROPS, AdbBoard, chipset_from_props
-from hil.board.adbd_probe import adbd_silent
 from hil.board.console import probe_console
 from hil.board.inventory import InventoryEntry
-from hil.board.recovery import SILENT_S, BoardFrozen, ServerKeeper
+from hil.board.recovery import SILENT_S, ServerKeeper, refuse_if_adbd_silent
 from hil.board.watchdog import bounded
 from hil.errors import InfraError
 
@@ -238,10 +237,8 @@ def connect(entry: InventoryEntry, server: Server, address: str, timeout_s: floa
     answer (`adbd_probe.py`; asked when the server runs on this host), which `adb connect`
     would wait for until `timeout_s`."""
     if ":" in address:
-        limit_s = min(SILENT_S, timeout_s)
-        if server.on_this_host and adbd_silent(address, limit_s):
-            raise BoardFrozen(f"{entry.name} ({address}): its adbd accepts a connection but "
-                              f"does not answer within {limit_s:g} s (frozen)")
+        if server.on_this_host:
+            refuse_if_adbd_silent(address, min(SILENT_S, timeout_s), f"{entry.name} ({address})")
         return server.connect(address, timeout=timeout_s)
     device = server.client.device(serial=address)
     deadline = time.monotonic() + timeout_s

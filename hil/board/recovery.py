@@ -69,6 +69,16 @@ class BoardFrozen(InfraError):
     """The adb server lists the board as `device`, but its adbd does not answer."""
 
 
+def refuse_if_adbd_silent(address: str, limit_s: float, who: str) -> None:
+    """BoardFrozen (naming `who`) when the network board at `address` accepts a connection
+    of hil's own but its adbd does not answer a CNXN within `limit_s` (`adbd_probe.py`):
+    neither `adb connect`, which would wait out adb's own 10 s handshake, nor `adb reboot`
+    reaches it."""
+    if adbd_silent(address, limit_s):
+        raise BoardFrozen(f"{who}: its adbd accepts a connection but does not answer within "
+                          f"{limit_s:g} s (frozen)")
+
+
 class Rung(enum.Enum):
     """Where a board stands on the recovery ladder."""
 
@@ -257,12 +267,8 @@ class Recovery:
         self.keeper.ensure_alive()
         address = self.board.address
         if self.network:
-            limit_silent_s = min(SILENT_S, self.idle_s)
-            if self._asks_adbd() and adbd_silent(address, limit_silent_s):
-                raise BoardFrozen(
-                    f"{address}: its adbd accepts a connection but does not answer within "
-                    f"{limit_silent_s:g} s (frozen: a reconnect or `adb reboot` cannot reach it)"
-                )
+            if self._asks_adbd():
+                refuse_if_adbd_silent(address, min(SILENT_S, self.idle_s), address)
             bounded(lambda: self.disconnect(address), self.idle_s, f"adb disconnect {address}")
             self.board.device = bounded(
                 lambda: self.connect(address, limit_s), limit_s + self.idle_s,

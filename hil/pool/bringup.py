@@ -24,8 +24,8 @@ from hil import lifeline
 from hil.board.adb import AdbBoard
 from hil.board.inventory import InventoryEntry
 from hil.board.preflight import VIRTUAL_RUNNER, connect_keeping_server, inspect_board
-from hil.board.recovery import BoardFrozen, Recovery, Rung, ServerKeeper, Step
-from hil.board.servers import BoardServers, Server
+from hil.board.recovery import BoardFrozen, Recovery, Rung, Step
+from hil.board.servers import BoardServers
 from hil.errors import InfraError, UsageError
 from hil.paths import safe_name
 from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
@@ -105,7 +105,7 @@ def bring_up(
     except BoardFrozen as exc:
         if entry.power is None:
             raise
-        device, cycled = _power_cycled(entry, options, adb, keeper, exc)
+        device, cycled = _power_cycled(entry, options, servers, exc)
     probe = AdbBoard(name, address, device, options.run_id, VIRTUAL_RUNNER, options.timeout_s, idle_s)
     flashes, build = _provision(entry, options, probe, servers)
     report = inspect_board(probe, entry, options.chipset, console=False)
@@ -155,7 +155,7 @@ def bring_up(
     return LiveBoard(board, recovery, BoardRunner(name, choice, info.virtual), record)
 
 
-def _power_cycled(entry: InventoryEntry, options: PoolOptions, adb: Server, keeper: ServerKeeper,
+def _power_cycled(entry: InventoryEntry, options: PoolOptions, servers: BoardServers,
                   why: BoardFrozen) -> tuple[AdbDevice, list[Step]]:
     """A board with power control found frozen as it comes up (since an earlier run, say):
     power-cycled once and waited for (`--boot-timeout`), as the POWER_CYCLE rung of its ladder
@@ -164,11 +164,10 @@ def _power_cycled(entry: InventoryEntry, options: PoolOptions, adb: Server, keep
     naming both when it is still not back. Only a board found frozen: one that cannot be
     reached at all may be unplugged or switched off, and is not waited for a boot timeout."""
     log.warning("%s: power cycle", why)  # why names the board
-    board = AdbBoard(entry.name, entry.adb, adb.client.device(serial=entry.adb), options.run_id,
-                     VIRTUAL_RUNNER, options.timeout_s, options.idle_timeout_s)
-    recovery = Recovery(board, keeper, adb.connect, adb.disconnect, network=entry.network,
-                        power=entry.power, idle_s=options.idle_timeout_s,
-                        boot_s=options.boot_timeout_s)
+    device = servers.server_for(entry).client.device(serial=entry.adb)
+    board = AdbBoard(entry.name, entry.adb, device, options.run_id, VIRTUAL_RUNNER,
+                     options.timeout_s, options.idle_timeout_s)
+    recovery = _adb_side(entry, options, board, servers)
     back = recovery.recover(Rung.POWER_CYCLE) is Rung.HEALTHY
     step = recovery.history[0]
     if not back:

@@ -307,9 +307,7 @@ class BoardPool:
             if not reachable:
                 self._unreachable.add(name)
         if not reachable and not others:
-            log.error("%s: quarantined for the rest of the run (%s)", name, why)
-            self._note_recovery(name, live.recovery, quarantined=why)
-            return False
+            return self._out_for_the_run(live, why)
         log.error("%s: quarantined (%s); health check %s", name, why,
                   f"in {wait_s:g} s" if wait_s else "at once")
         self._note_recovery(name, live.recovery, quarantined=why)
@@ -330,10 +328,8 @@ class BoardPool:
                         self._live[name] = live
                     return True
                 if started - first_check >= health.GIVE_UP_S:
-                    why = f"{why}; health checks failed for {started - first_check:.0f} s"
-                    log.error("%s: quarantined for the rest of the run (%s)", name, why)
-                    self._note_recovery(name, live.recovery, quarantined=why)
-                    return False
+                    return self._out_for_the_run(
+                        live, f"{why}; health checks failed for {started - first_check:.0f} s")
                 wait_s = health.CHECK_EVERY_S
                 log.error("%s: health check failed: %s; next in %g s", name, problem, wait_s)
             return False  # the run is over, or has nothing left for this board
@@ -435,6 +431,12 @@ class BoardPool:
                     entry["board_seconds_out"] = round(out[entry["name"]], 1)
             self._changed({})
         return figures
+
+    def _out_for_the_run(self, live: LiveBoard, why: str) -> bool:
+        """Record `live`'s board as out for the rest of the run; False (it is not back)."""
+        log.error("%s: quarantined for the rest of the run (%s)", live.board.name, why)
+        self._note_recovery(live.board.name, live.recovery, quarantined=why)
+        return False
 
     def _note_recovery(self, name: str, recovery: Recovery, quarantined: str | None = None) -> None:
         with self._lock:
