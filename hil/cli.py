@@ -326,14 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def verbosity(args: argparse.Namespace) -> int:
+    """How many `-v`: those before the command and those after it."""
+    return args.verbose + getattr(args, VERBOSE_AFTER, 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `hil` console script."""
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
-        verbosity = args.verbose + getattr(args, VERBOSE_AFTER, 0)
         logging.basicConfig(
-            level=logging.WARNING - 10 * min(verbosity, 2),
+            level=logging.WARNING - 10 * min(verbosity(args), 2),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         if args.command is None:

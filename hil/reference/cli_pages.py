@@ -109,12 +109,13 @@ def cli_page() -> str:
                       [(f"[{_title(n)}](#{_title(n).replace(' ', '-')})", records[n].summary)
                        for n in commands])
         global_options = _options(root)
+        root_usage = usage(root.format_usage())
         sections = [_section(name, parser, records[name]) for name, parser in commands.items()]
     return (f"# Command line\n\n{NOTICE}\n`hil` is one command with sub-commands; `hil COMMAND "
             "--help` prints the same text as this page. `devicefarm-cli` is a command of its own: "
             "the one upstream ExecuTorch's Samsung tests call. Every command's exit codes are "
             "also on one page: [exit codes](exit-codes.md).\n\n" + index
-            + f"\n## hil\n\n```text\n{usage(root.format_usage())}\n```\n\n"
+            + f"\n## hil\n\n```text\n{root_usage}\n```\n\n"
             + global_options + "\n" + "\n".join(sections))
 
 
