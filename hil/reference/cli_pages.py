@@ -84,7 +84,8 @@ def _options(parser: argparse.ArgumentParser) -> str:
             required = "required; " if action.required and action.option_strings else ""
             meaning = formatter._expand_help(action) if action.help else ""
             rows.append((code(invocation), required + meaning + _default(action)))
-        out.append(f"**{group.title}**\n\n" + table(("option", "meaning"), rows))
+        kind = "option" if any(a.option_strings for a in actions) else "argument"
+        out.append(f"**{group.title}**\n\n" + table((kind, "meaning"), rows))
     return "\n".join(out)
 
 
