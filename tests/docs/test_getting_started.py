@@ -38,8 +38,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Step], dict,
     """The page's steps, what each command printed, and the folder they ran in."""
     folder = tmp_path_factory.mktemp("reader")
     _workspace(folder)
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("GITHUB_", "VIRTUAL_ENV", "COLUMNS", "LINES"))}
+    env = {key: value for key, value in os.environ.items()  # a reader's plain shell, output in a pipe
+           if not key.startswith(("GITHUB_", "VIRTUAL_ENV", "COLUMNS", "LINES", "FORCE_COLOR", "TTY_"))}
     env.update(HIL_CACHE_DIR=str(tmp_path_factory.mktemp("artifact-cache")), PYTHONUNBUFFERED="1")
     steps = console_page.steps(PAGE.read_text())
     return steps, console_page.run(steps, folder, env, timeout=600), folder
