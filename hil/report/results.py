@@ -35,7 +35,7 @@ cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (p
 `run.boards[].device_time` (a virtual board in the off-host measuring mode) and `case_lines`
 (true when each case is on a line of its own: see the module docstring), `run.capacity_lost`
 and each board record's `board_seconds_out` (the capacity lost to recovery), all optional
-(docs/results-json.md)."""
+(hil/report/results.schema.json)."""
 READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024

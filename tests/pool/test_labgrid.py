@@ -28,6 +28,7 @@ from hil.pool.labgrid import Coordinator, LabgridSource, place_rows
 from hil.run import Run, RunOptions
 from tests.devicefarm.conftest import df, poll_assigned
 from tests.pool.labgrid_lab import LabgridLab, ser2net_available, stop_process
+from tests.results_schema import assert_valid_results
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "tiny.yaml"
@@ -110,6 +111,7 @@ def _finished(process: subprocess.Popen[bytes], out: Path) -> subprocess.Complet
 
 
 def _results(out: Path) -> dict[str, Any]:
+    assert_valid_results(out / "results.json")
     return json.loads((out / "results.json").read_text())
 
 
