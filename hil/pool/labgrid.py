@@ -20,7 +20,8 @@ close:  release every place we acquired (only if still ours) and cancel every re
 labgrid's locks never expire (labgrid#1739): a run killed with SIGKILL keeps its places.
 The next hil on the same host sees a holder `HOST/USER.hil-PID` whose PID is gone and takes
 the place over with `release-from` semantics (the coordinator releases only if that exact
-holder still holds it). A holder on another host is never judged: it is listed, not taken.
+holder still holds it, and answers OK either way: the place is read again before it is said
+freed). A holder on another host is never judged: it is listed, not taken.
 
 hil only reads what exporters publish; it runs no exporter and no adb server of a lab. The
 coordinator session, holder identity and labgrid power driver: hil/pool/labgrid_remote.py.
@@ -222,14 +223,24 @@ class LabgridSource:
         for name, place in sorted(places.items()):
             holder = place["acquired"]
             if holder and holder != self.holder and holder_alive(holder, self.host) is False:
-                log.warning("labgrid: %s: holder %s is dead (no such process on %s): released",
-                            name, holder, self.host)
                 try:
                     self._coordinator.release_from(name, holder)
                 except LabgridRefused as exc:
                     log.warning("labgrid: %s: release-from %s refused: %s", name, holder, exc)
                     continue
-                freed.append(name)
+                # the coordinator answers OK when another holder has it by now, releasing
+                # nothing (remote/coordinator.py ReleasePlace): what it holds now is the answer
+                now = self._coordinator.snapshot()[0].get(name, {}).get("acquired")
+                if now is None:
+                    log.warning("labgrid: %s: holder %s is dead (no such process on %s): released",
+                                name, holder, self.host)
+                    freed.append(name)
+                elif now == holder:
+                    log.warning("labgrid: %s: holder %s is dead, but the coordinator still has it "
+                                "as the holder after release-from", name, holder)
+                else:
+                    log.warning("labgrid: %s: holder %s is dead, but %s holds the place by now: "
+                                "not released", name, holder, now)
         for reservation in self._coordinator.reservations():
             owner = reservation.owner
             if owner != self.holder and holder_alive(owner, self.host) is False:
