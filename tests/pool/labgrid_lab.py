@@ -158,6 +158,21 @@ def published(coordinator: str, exporter: str | None = None, cls: str | None = N
                for group in groups.values() for data in group.values() if cls in (None, data.get("cls")))
 
 
+def power_endpoint(processes: Processes, board: VirtualBoardProcess) -> str:
+    """The board's power switch as a simplerest URL (`hil.virtual.power_http`), started here."""
+    process = subprocess.Popen([sys.executable, "-m", "hil.virtual.power_http", "--root", str(board.root)],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
+    processes.processes.append(process)
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        assert selector.select(timeout=30), "power endpoint did not start"
+    line = process.stdout.readline().decode()
+    process.stdout.close()
+    assert line.startswith(READY_PREFIX), line
+    return line[len(READY_PREFIX):].strip()
+
+
 def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -199,17 +214,7 @@ class LabgridLab:
         self.exporter = self.start_exporter()
 
     def _power_endpoint(self, board: VirtualBoardProcess) -> str:
-        process = subprocess.Popen([sys.executable, "-m", "hil.virtual.power_http", "--root", str(board.root)],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=True)
-        self.processes.append(process)
-        assert process.stdout is not None
-        with selectors.DefaultSelector() as selector:
-            selector.register(process.stdout, selectors.EVENT_READ)
-            assert selector.select(timeout=30), "power endpoint did not start"
-        line = process.stdout.readline().decode()
-        process.stdout.close()
-        assert line.startswith(READY_PREFIX), line
-        return line[len(READY_PREFIX):].strip()
+        return power_endpoint(self.lab, board)
 
     def start_exporter(self) -> subprocess.Popen[bytes]:
         config = {}
