@@ -64,7 +64,6 @@ class Adb:
     exporter: str
     host: str
     """The host the resource names (before any forward)."""
-    cls: str
 
 
 def adb_of(found: Found) -> Adb:
@@ -87,8 +86,8 @@ def adb_of(found: Found) -> Adb:
     where, at = labgrid_ssh.reach(str(host), int(port), params.get("extra"))
     address = f"{where}:{at}"
     if serial:
-        return Adb(serial, address, exporter, str(host), cls)
-    return Adb(address, None, exporter, str(host), cls)
+        return Adb(serial, address, exporter, str(host))
+    return Adb(address, None, exporter, str(host))
 
 
 def console_of(found: Found) -> tuple[str | None, int]:
