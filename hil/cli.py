@@ -85,8 +85,8 @@ def _add_selection(parser: argparse._ActionsContainer, one_case: bool = False) -
                         help="models suite: load published weights (default: seeded random init)")
     if one_case:
         parser.add_argument("--filter", action="append", required=True, metavar="GLOB",
-                            help="required: the case's id or suite.precision.id; the selection "
-                                 "must match exactly one case")
+                            help="the case's id or suite.precision.id; the selection must match "
+                                 "exactly one case")
     else:
         parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
                             help="keep cases whose id or suite.precision.id matches; repeatable")
