@@ -360,6 +360,7 @@ class Device:
             "--ro-bind-try", str(self._props_path.parent), PROPERTIES_DEVICE_DIR,
             "--bind-try", str(self.executor_socket), EXECUTOR_SOCKET_DEVICE_PATH,
             "--cap-drop", "ALL",
+            "--new-session",  # the shell leads a session, as adbd's setsid() makes it
             "--die-with-parent",
             "--chdir", "/",
             "--clearenv",
@@ -400,4 +401,11 @@ class Device:
         )
         self._sandboxes.add(process)
         return process
+
+    def end_processes(self) -> int:
+        """SIGKILL every process the board's shells started, those whose shell is gone
+        included (a board going down ends them all): everything carrying the board's own
+        lifeline token. The number of signals sent."""
+        own = lifeline.child_env({})[lifeline.TOKEN_ENV]  # this process's token alone
+        return lifeline.end_tied(own)
 
