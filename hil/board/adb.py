@@ -50,7 +50,7 @@ from hil.board.invocation import (
 from hil.board.kept_shell import KeptShell
 from hil.board.sync import SyncFailed, SyncSession, push_files
 from hil.board.thermal import WAITING_MARK, parse_state, waiting_line
-from hil.board.watchdog import Watch, bounded
+from hil.board.watchdog import BoardSilent, Watch, bounded
 from hil.errors import InfraError
 from hil.latency import stability
 from hil.latency_plan import NoiseControl
@@ -276,21 +276,25 @@ class AdbBoard:
                                   iterations, warmup, noise)
         except BaseException as exc:
             self.close_links()  # in an unknown state: the next case opens new ones
-            self._kill_left_runner()
+            self._kill_left_runner(exc)
             if isinstance(exc, InfraError):
                 self._check_console()  # a crash on the console explains the failure best
             raise
         self._check_console()
         return execution
 
-    def _kill_left_runner(self) -> None:
+    def _kill_left_runner(self, failure: BaseException) -> None:
         """After a case failed with an exception while its run shell ran: kill its runner by
         the PID it recorded. Closing the kept shell does not end it: adbd sends the `sh`
         SIGHUP and closes its pipes (AOSP `daemon/shell_service.cpp`), and the runner, under
-        `timeout` in a process group of its own, lives on to its backstop. Best effort, bounded:
-        a board that does not answer is left to recovery and the backstop."""
+        `timeout` in a process group of its own, lives on to its backstop. Best effort, bounded;
+        not tried on a board that has just not answered (`failure` a BoardSilent or a timeout):
+        recovery reboots it or its backstop ends the runner."""
         case_dir, self._runner_started = self._runner_started, None
         if case_dir is None:
+            return
+        if isinstance(failure, BoardSilent) or isinstance(failure.__cause__, TimeoutError):
+            log.info("%s: no answer: the runner of %s is left to recovery", self.name, case_dir)
             return
         try:
             result = self._shell([["cd", case_dir], ["sh", "-c", KILL_RECORDED]],
