@@ -24,6 +24,7 @@ from hil.devicefarm.session import Session, slug
 from hil.errors import InfraError
 from hil.pids import pid_alive
 from hil.virtual.launcher import VirtualBoardProcess
+from tests.board_files import aarch64_elf
 from tests.devicefarm.conftest import ROOT, cli_env, df, poll_assigned
 
 pytestmark = pytest.mark.slow
@@ -100,7 +101,7 @@ def test_upstream_runtime_executor_runs_unchanged_bit_exact(
     program = to_edge_transform_and_lower(torch.export.export(Small().eval(), inputs),
                                           partitioner=[XnnpackPartitioner()]).to_executorch()
     android_binary = tmp_path / "enn_executor_runner"  # what upstream's build would push
-    android_binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(56) + b"aarch64 stand-in")
+    android_binary.write_bytes(aarch64_elf(b"aarch64 stand-in"))
     monkeypatch.setattr(runtime_executor, "get_runner_path", lambda: android_binary)
     for key in ("PATH", "PYTHONPATH", "HIL_DEVICEFARM_SESSION", "HIL_DEVICEFARM_DIR"):
         monkeypatch.setenv(key, held["env"][key])
