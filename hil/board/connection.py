@@ -180,10 +180,13 @@ def shell_v2(
     command: str,
     timeout: float,
     on_stderr: Callable[[bytes], None] | None = None,
+    poll: Callable[[], float] | None = None,
 ) -> adbutils.ShellReturn:
     """Run `command` through adbd's shell v2 service: stdout, stderr and the real exit
     status, as `adbutils.AdbDevice.shell2(command, v2=True)` returns them. `on_stderr`
-    sees each stderr packet as it arrives. The command's stdin is closed at once: hil has
+    sees each stderr packet as it arrives; `poll`, asked before each wait for a packet,
+    returns the longest wait in seconds and raises to end the call (the connection closed).
+    The command's stdin is closed at once: hil has
     nothing to send, and real adb sends close-stdin at its stdin's end (AOSP
     `client/commandline.cpp`), after which adbd shuts the shell's stdin
     (`daemon/shell_service.cpp`, `kIdCloseStdin`); a command that reads stdin sees its end."""
@@ -192,6 +195,8 @@ def shell_v2(
     with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
         connection.sendall(SHELL_HEADER.pack(SHELL_CLOSE_STDIN, 0))
         while status is None:
+            while poll is not None and not connection.wait_readable(poll()):
+                pass
             kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
             data = connection.read_exact(length) if length else b""
             if kind == SHELL_STDOUT:
