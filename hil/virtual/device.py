@@ -32,6 +32,7 @@ import errno
 import hashlib
 import logging
 import os
+import posixpath
 import shlex
 import shutil
 import stat
@@ -318,7 +319,10 @@ class Device:
 
     def _data_file(self, device_path: str) -> Path | None:
         """The host path of a device path under `/data` (where every file a user put on the
-        board is), None for any other."""
+        board is), None for any other. Only `/data` is writable, so no path outside it (the
+        board's own programs) can lead into it: those are answered without a look."""
+        if not posixpath.normpath(device_path).startswith("/data/"):
+            return None
         try:
             host = self.resolve(device_path)
         except OSError:
