@@ -75,6 +75,8 @@ def run(board: AdbBoard, command: str, limit_s: float, caller_gone: threading.Ev
             return POLL_S
         raise _Stop
 
+    if caller_gone.is_set():  # it went away while the call waited for its turn: nothing to run
+        raise CommandStopped(f"-E: not run on {board.name}: its caller went away")
     try:
         result = shell_v2(board.device, f'echo "{tag} $$" >&2\n{command}', board.idle_timeout_s,
                           on_stderr=note_pid, poll=poll)

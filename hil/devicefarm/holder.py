@@ -213,12 +213,14 @@ class Holder:
                 conn.settimeout(30.0)
                 message = read_message(conn)
                 conn.settimeout(None)
-                caller_gone = threading.Event()  # its connection ended: killed, like upstream's 300 s limit
-                threading.Thread(target=_watch_caller, args=(conn, caller_gone), daemon=True).start()
+                caller_gone, replied = threading.Event(), threading.Event()  # see `_watch_caller`
+                threading.Thread(target=_watch_caller, args=(conn, caller_gone, replied, message.get("op")),
+                                 daemon=True).start()
                 reply = self._handle(message, caller_gone)
             except (OSError, ValueError) as exc:
                 log.warning("bad request: %s", exc)
                 return
+            replied.set()
             with contextlib.suppress(OSError):
                 conn.sendall(_json_line(reply))
             with contextlib.suppress(OSError):
@@ -254,14 +256,16 @@ class Holder:
             return {"error": f"board: {exc}", "state": kind, "why": why}
 
 
-def _watch_caller(conn: socket.socket, gone: threading.Event) -> None:
-    """Set `gone` when the caller's end of `conn` closes (it sends nothing after its request;
-    it reads the reply): upstream kills devicefarm-cli's process group at its own limit. Ends
-    when the holder closes the connection after its reply."""
+def _watch_caller(conn: socket.socket, gone: threading.Event, replied: threading.Event, op: object) -> None:
+    """Set `gone` when the caller's end of `conn` closes before its reply (it sends nothing
+    after its request and waits for the reply): upstream kills devicefarm-cli's process group
+    at its own limit. Ends when the holder shuts the connection down after its reply."""
     with contextlib.suppress(OSError):
         while conn.recv(4096):
             pass
     gone.set()
+    if not replied.is_set():
+        log.info("the caller of a %s request went away before its reply", op)
 
 
 def children(pid: int) -> list[dict[str, Any]]:

@@ -30,6 +30,8 @@ pytestmark = pytest.mark.slow
 WORKDIR = "/data/local/tmp/enn-executorch-test"
 LIMIT_S = 300
 """Upstream's per-call limit (`COMMAND_TIMEOUT_SECONDS`)."""
+GONE = "went away before its reply"
+"""What the holder logs when a caller leaves before its reply."""
 
 
 def edb(env: dict[str, str], *args: str, limit_s: float = LIMIT_S) -> subprocess.CompletedProcess[bytes]:
@@ -170,8 +172,10 @@ def test_a_request_whose_caller_went_away_before_its_turn_never_runs(
     holder_log = Path(session["HIL_DEVICEFARM_DIR"]) / slug(session["HIL_DEVICEFARM_SESSION"]) / "holder.log"
     try:
         wait_for(lambda: dropped_command in holder_log.read_text(), 60.0, "the holder to queue the request")
+        gone_before = holder_log.read_text().count(GONE)
         os.killpg(dropped.pid, signal.SIGKILL)
         dropped.communicate()
+        wait_for(lambda: holder_log.read_text().count(GONE) > gone_before, 60.0, "the holder to see the caller gone")
         os.killpg(first.pid, signal.SIGKILL)
         first.communicate()
         after = edb(session, "-E", "echo served", limit_s=120)
