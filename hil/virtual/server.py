@@ -114,12 +114,13 @@ class VirtualBoard:
         self._set_boot_completed()
 
     async def stop(self) -> None:
-        """Stop listening, drop every transport (killing running commands), stop the
-        executor."""
+        """Stop listening, drop every transport, end every process the board's shells
+        started, stop the executor."""
         for task in (self._reboot_task, self._boot_task):
             if task is not None:
                 task.cancel()
         await self._drop_transports()
+        await asyncio.to_thread(self.device.end_processes)
         await self.bootloader.leave()
         self.bootloader.release()
         if self._control_fd is not None:
@@ -354,6 +355,7 @@ class VirtualBoard:
             self._boot_task.cancel()
         self.device.set_property("sys.boot_completed", "0")
         await self._drop_transports()
+        await asyncio.to_thread(self.device.end_processes)  # what outlived its shell ends too
         await self.bootloader.leave()
 
     async def _boot(self, target: str = "") -> None:
