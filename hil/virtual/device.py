@@ -326,7 +326,7 @@ class Device:
             return
         data = host_path.read_bytes()
         front = RUNNER_FRONT.read_bytes()
-        if data == front:
+        if data.startswith(front):  # the front, or a test rig's stand-in (runner_build.py): kept
             return
         host_path.write_bytes(front)
         self.log(f"{device_path}: uploaded runner ({len(data)} bytes, sha256 "
