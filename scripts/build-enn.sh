@@ -7,7 +7,8 @@
 #            -Werror, and GCC warns where clang does not
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
 #            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
-#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
+#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256,
+#            the ExecuTorch commit it was built from):
 #              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels,
 #                        in build.sh's own folder WORK/build_samsung_android
 #              hil       (default) the same configure plus the XNNPACK delegate and the quantized
@@ -57,7 +58,7 @@ while [ $# -gt 0 ]; do
         --runner-profile) runner_profile=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -207,8 +208,10 @@ if [ "$build" = android ] || [ "$build" = all ]; then
   chmod 0755 "$out/runner/enn_executor_runner"
   # What hil reads to learn what this binary can execute (hil/runner/profiles.py).
   digest=$(sha256sum "$out/runner/enn_executor_runner" | cut -d' ' -f1)
-  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "built_by": "scripts/build-enn.sh"\n}\n' \
-    "$runner_profile" "$digest" "$ref" > "$out/runner/enn_executor_runner.profile.json"
+  # the commit it was built from: `hil bisect` bisects runner builds between two of them
+  commit=$(git -C "$work" rev-parse HEAD 2>/dev/null || true)
+  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "commit": "%s",\n  "built_by": "scripts/build-enn.sh"\n}\n' \
+    "$runner_profile" "$digest" "$ref" "$commit" > "$out/runner/enn_executor_runner.profile.json"
 fi
 
 cd "$out" && pwd
