@@ -34,6 +34,7 @@ COMMANDS = {
     "replicate": ("hil.replicate", "command"),
     "virtual-board": ("hil.virtual.main", "run"),
     "flash": ("hil.commands.flash", "cmd_flash"),
+    "bisect": ("hil.commands.bisect", "cmd_bisect"),
 }
 """Each sub-command's module and function, imported only when it is the one asked for."""
 LOCALIZE_OUT = "hil-localize"
@@ -265,6 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="wait this long for a board another run holds (default: 0)")
     _add_flash_timeout(flash)
     _add_adb_server(flash)
+
+    from hil.commands import bisect as bisect_command
+
+    bisect = sub.add_parser("bisect", help="find the first bad firmware build, runner commit or "
+                                           "Python-side build between a good and a bad run",
+                            description=bisect_command.DESCRIPTION, epilog=bisect_command.EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    bisect_command.add_arguments(bisect)
+    _add_adb_server(bisect)
+    _add_labgrid(bisect)
+    _add_flash_timeout(bisect)
 
     doctor = sub.add_parser("doctor", help="SDK, adb, ExecuTorch, runner, bwrap, docker: "
                                            "found / missing / how to fix")

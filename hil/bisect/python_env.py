@@ -1,0 +1,202 @@
+"""Python-side candidates: `--wheels DIR`, each candidate lowering in its own environment.
+
+```
+DIR/                                    either wheels of one distribution, each a candidate,
+  executorch-1.6.0.dev20261101-...whl   ordered by version (PEP 440);
+  executorch-1.6.0.dev20261102-...whl
+  ...
+DIR/                                    or one folder per candidate (ordered by name), its
+  2026-11-01/executorch-...whl          wheels installed together (an ExecuTorch nightly and
+  2026-11-01/torch-...whl               the torch it needs)
+```
+
+Each candidate gets a virtual environment made by uv, kept by the digest of its wheels under
+the cache (`CACHE/../bisect/python/DIGEST/venv`): the wheels installed in it without their
+dependencies, layered on the environment hil runs in (a `.pth` adds its site-packages after
+the candidate's own, so torch and hil itself come from there, not copied). The candidate's
+cases are lowered in it (`python -m hil.bisect.lower_env`), into an artifact cache of its own
+beside it (hil's content-addressed cache: lowered once per candidate, kept).
+
+The ends are the candidates whose versions GOOD and BAD record (`run.packages`), else the
+first and the last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from hil.bisect.candidates import Candidate, ends, natural_key
+from hil.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+READY_FILE = ".hil-ready"
+LAYER_FILE = "_hil_base.pth"
+"""The .pth that layers a candidate's environment on hil's own."""
+LOWER_TIMEOUT_S = 3600.0
+
+
+def _wheels(folder: Path) -> list[tuple[str, str, Path]]:
+    """(distribution, version, file) of the wheels in `folder`."""
+    found = []
+    for path in sorted(folder.glob("*.whl")):
+        try:
+            name, version, _, _ = parse_wheel_filename(path.name)
+        except ValueError as exc:
+            raise UsageError(f"--wheels: {path}: not a wheel file name ({exc})") from None
+        found.append((str(name), str(version), path))
+    return found
+
+
+def _digest(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths, key=lambda p: p.name):
+        digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+class Wheels:
+    """The wheel sets between GOOD's Python side and BAD's, in order, and their environments."""
+
+    name = "python"
+    source = "--wheels"
+
+    def __init__(self, root: Path, good: dict[str, str], bad: dict[str, str], store: Path,
+                 request: dict[str, Any]) -> None:
+        """`request`: what each candidate lowers (`lower_env.py`'s request: suites, keys, flow,
+        chipset, pretrained)."""
+        if not root.is_dir():
+            raise UsageError(f"--wheels {root}: not a folder")
+        sets = self._sets(root)
+        if len(sets) < 2:
+            raise UsageError(f"--wheels {root}: fewer than two candidates")
+
+        def matches(packages: dict[str, str], wheels: list[tuple[str, str, Path]]) -> bool:
+            recorded = {canonicalize_name(k): v for k, v in packages.items()}
+            return all(recorded.get(canonicalize_name(name)) == version for name, version, _ in wheels)
+
+        found = [next((i for i, (_, wheels) in enumerate(sets) if matches(packages, wheels)), None)
+                 for packages in (good, bad)]
+        try:
+            first, last = ends(len(sets), *found, "--wheels")
+        except ValueError as exc:
+            raise UsageError(f"--wheels {root}: {exc}") from None
+        self.store = store
+        self.request = request
+        self.lowered: dict[str, dict[str, Any]] = {}
+        """Per prepared candidate (key), its cases by key: an Artifact, or its lowering's
+        failure ({verdict, message}): what its board runs run."""
+        self.environments: dict[str, dict[str, Any]] = {}
+        """Per prepared candidate, what its environment reports (`packages`, `executorch_git`)."""
+        self.uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+        if self.uv is None:
+            raise UsageError("--wheels: uv is needed to make the candidates' environments "
+                             "(pip install uv)")
+        self.candidates = []
+        for index in range(first, last + 1):
+            label, wheels = sets[index]
+            files = [path for _, _, path in wheels]
+            self.candidates.append(Candidate(
+                "python", index - first, _digest(files), label, files[0].parent,
+                {"wheels": [path.name for path in files]}))
+        self._files = {c.key: [path for _, _, path in sets[first + c.index][1]] for c in self.candidates}
+
+    @staticmethod
+    def _sets(root: Path) -> list[tuple[str, list[tuple[str, str, Path]]]]:
+        """(label, wheels) per candidate, ordered (module docstring)."""
+        from packaging.version import Version
+
+        folders = sorted((p for p in root.iterdir() if p.is_dir() and any(p.glob("*.whl"))),
+                         key=lambda p: natural_key(p.name))
+        if folders:
+            return [(folder.name, _wheels(folder)) for folder in folders]
+        wheels = _wheels(root)
+        names = {name for name, _, _ in wheels}
+        if len(names) != 1:
+            raise UsageError(f"--wheels {root}: wheels of {len(names)} distributions "
+                             f"({', '.join(sorted(names)) or 'none'}): put each candidate's in a folder")
+        ordered = sorted(wheels, key=lambda w: Version(w[1]))
+        return [(f"{name} {version}", [(name, version, path)]) for name, version, path in ordered]
+
+    def folder(self, candidate: Candidate) -> Path:
+        return self.store / candidate.key
+
+    def python(self, candidate: Candidate) -> Path:
+        return self.folder(candidate) / "venv" / "bin" / "python"
+
+    def prepare(self, candidate: Candidate) -> str | None:
+        """The candidate's environment (made once, kept by its digest) and its cases lowered
+        there; why it could not be installed or could not lower at all, or None. A case whose
+        lowering fails there is that candidate's failure (FAIL_LOWER...), not a skip."""
+        if candidate.key in self.lowered:
+            return None
+        reason = self._environment(candidate)
+        if reason is not None:
+            return reason
+        from hil.lower.cache import load_artifact
+
+        answer = self.lower(candidate, self.request)
+        if "error" in answer:
+            return answer["error"]
+        self.environments[candidate.key] = {"packages": answer.get("packages"),
+                                            "executorch_git": answer.get("executorch_git")}
+        self.lowered[candidate.key] = {**{key: load_artifact(Path(folder))
+                                          for key, folder in answer["artifacts"].items()},
+                                       **answer["failed"]}
+        return None
+
+    def _environment(self, candidate: Candidate) -> str | None:
+        venv = self.folder(candidate) / "venv"
+        if (venv / READY_FILE).is_file():
+            return None
+        shutil.rmtree(venv, ignore_errors=True)
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        log_path = self.folder(candidate) / "install.log"
+        with log_path.open("wb") as output:
+            steps = [[self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                     [self.uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                      "--no-deps", "--no-index", *map(str, self._files[candidate.key])]]
+            for step in steps:
+                done = subprocess.run(step, stdout=output, stderr=subprocess.STDOUT, timeout=600)
+                if done.returncode != 0:
+                    return f"{' '.join(step[:3])} failed with exit {done.returncode} (log: {log_path})"
+                if step is steps[0]:
+                    self._layer(venv)
+        (venv / READY_FILE).write_text("")
+        return None
+
+    @staticmethod
+    def _layer(venv: Path) -> None:
+        """hil's environment under the candidate's: its site-packages after the candidate's own."""
+        python = venv / "bin" / "python"
+        code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+        site = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                              timeout=60).stdout.strip()
+        base = sysconfig.get_paths()["purelib"]
+        (Path(site) / LAYER_FILE).write_text(f"import site; site.addsitedir({base!r})\n")
+
+    def lower(self, candidate: Candidate, request: dict[str, Any]) -> dict[str, Any]:
+        """Lower the request's cases in the candidate's environment (`lower_env.py`); its
+        answer: per case key its artifact folder or its failure, and the environment's
+        packages."""
+        request = {**request, "cache": str(self.folder(candidate) / "artifacts"),
+                   "scratch": str(self.folder(candidate) / "scratch")}
+        done = subprocess.run([str(self.python(candidate)), "-m", "hil.bisect.lower_env"],
+                              input=json.dumps(request), capture_output=True, text=True,
+                              timeout=LOWER_TIMEOUT_S)
+        (self.folder(candidate) / "lower.log").write_text(done.stderr)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"error": f"lowering in {candidate.label}'s environment failed (exit "
+                             f"{done.returncode}): {last}"}
+        return json.loads(done.stdout.strip().splitlines()[-1])
