@@ -10,8 +10,8 @@ DIR/                                    or one folder per candidate (ordered by 
   2026-11-01/torch-...whl               the torch it needs)
 ```
 
-Each candidate gets a virtual environment made by uv, kept by the digest of its wheels under
-the cache (`CACHE/../bisect/python/DIGEST/venv`): the wheels installed in it without their
+Each candidate gets a virtual environment made by uv, kept by the digest of its wheels in the
+artifact cache's folder (`CACHE/bisect/python/DIGEST/venv`): the wheels installed in it without their
 dependencies, layered on the environment hil runs in (a `.pth` adds its site-packages after
 the candidate's own, so torch and hil itself come from there, not copied). The candidate's
 cases are lowered in it (`python -m hil.bisect.lower_env`), into an artifact cache of its own

@@ -139,7 +139,7 @@ def _factors(options: BisectOptions, changed: list[Change], good: Any, bad: Any,
         from hil.bisect.python_env import Wheels
 
         assert options.wheels is not None
-        store = cache_dir(str(options.cache_dir) if options.cache_dir else None).parent / "bisect" / "python"
+        store = cache_dir(str(options.cache_dir) if options.cache_dir else None) / "bisect" / "python"
         factors.append(Wheels(options.wheels, good.packages, bad.packages, store, request))
     return factors
 

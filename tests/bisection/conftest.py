@@ -1,5 +1,5 @@
 """Virtual boards for the bisection tests: quick reboots, the off-host measuring mode (every
-execution a modelled 2 ms), warm before the first test; stopped by PID at the module's end."""
+execution a modelled 5 ms), warm before the first test; stopped by PID at the module's end."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from tests.faults import wait_until_warm
 
-BOARD_ARGS = ["--reboot-seconds", "0.1", "--device-time", "2"]
+BOARD_ARGS = ["--reboot-seconds", "0.1", "--device-time", "5"]
 
 
 @pytest.fixture(scope="module")
