@@ -78,6 +78,7 @@ class RunSetup:
 
     cases: tuple[Case, ...]
     flow: str
+    chipset: str
     out: Path
     command: tuple[str, ...]
     retries: int = 1
@@ -96,11 +97,13 @@ class BisectBoards:
 
     def __init__(self, pool: BoardPool, stop: Stop, setup: RunSetup, journal: Journal,
                  firmware: Any, runners: Callable[[Candidate | None, bool], Path],
-                 artifacts: Callable[[Candidate | None], dict[str, Any]]) -> None:
+                 artifacts: Callable[[Candidate | None], dict[str, Any]],
+                 environment: Callable[[Candidate | None], dict[str, Any]]) -> None:
         """`firmware`: the firmware factor (FirmwareBuilds) or None; `runners(candidate,
         virtual)`: the runner file a board runs for a runner candidate (None: the board's
         own); `artifacts(candidate)`: the lowered cases of a Python-side candidate (None:
-        this environment's), by case key: an Artifact or a lowering failure."""
+        this environment's), by case key: an Artifact or a lowering failure;
+        `environment(candidate)`: what lowered them (`packages`, `executorch_git`)."""
         self.pool = pool
         self.stop = stop
         self.setup = setup
@@ -108,6 +111,7 @@ class BisectBoards:
         self.firmware = firmware
         self.runners = runners
         self.artifacts = artifacts
+        self.environment = environment
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._closed = threading.Event()
         self._lock = threading.Lock()
@@ -207,7 +211,7 @@ class BisectBoards:
         folder = self.setup.out / "runs" / f"{number:04d}"
         entry = self._entry(board.name)
         firmware = self._put_firmware(board, entry, run.builds.firmware)
-        virtual = bool(board.properties().get("ro.hil.virtual") == "1")
+        virtual = bool(next((r for r in self.pool.records if r.get("name") == board.name), {}).get("virtual"))
         runner = self.runners(run.builds.runner, virtual)
         if board.runner != runner:
             board.runner = runner
@@ -234,7 +238,9 @@ class BisectBoards:
         results = folder / "results.json"
         save_results({"schema": SCHEMA, "version": VERSION, "run": {
             "id": f"bisect-{number:04d}", "status": "complete", "started": utc_now(),
-            "command": list(self.setup.command), "flow": self.setup.flow, "boards": [board_record],
+            "command": list(self.setup.command), "flow": self.setup.flow, "chipset": self.setup.chipset,
+            "planned": [case.key for case in self.setup.cases], "boards": [board_record],
+            **self.environment(run.builds.python),
             "virtual": virtual, "bisect": {"key": run.key, "phase": run.phase, "label": run.label,
                                            "builds": run.builds.record()}},
             "cases": records}, results)

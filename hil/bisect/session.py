@@ -258,6 +258,7 @@ def _with_boards(options: BisectOptions, stop: Stop, say: Callable[[str], None],
     from hil.pool.labgrid import board_sources
     from hil.pool.pool import BoardPool
     from hil.pool.sources import StaticSource
+    from hil.run.records import versions
 
     _prepare_ends(factors, say)
     by_name = {factor.name: factor for factor in factors}
@@ -274,6 +275,11 @@ def _with_boards(options: BisectOptions, stop: Stop, say: Callable[[str], None],
 
     def artifacts(candidate: Candidate | None) -> dict[str, Any]:
         return base if candidate is None else by_name["python"].lowered[candidate.key]  # type: ignore[attr-defined]
+
+    here = {key: value for key, value in versions().items() if key in ("packages", "executorch_git")}
+
+    def environment(candidate: Candidate | None) -> dict[str, Any]:
+        return here if candidate is None else by_name["python"].environments[candidate.key]  # type: ignore[attr-defined]
 
     entries, sources = board_sources(options.inventory, list(options.boards), options.labgrid)
     undo: list[Callable[[], Any]] = []
@@ -293,9 +299,10 @@ def _with_boards(options: BisectOptions, stop: Stop, say: Callable[[str], None],
             boot_timeout_s=options.boot_timeout_s, adb_server=options.adb_server,
             board_wait_s=options.board_wait_s, flash_timeout_s=options.flash_timeout_s)
         pool = BoardPool(([StaticSource(entries)] if entries else []) + list(sources), pool_options, stop)
-        setup = RunSetup(tuple(cases), flow, options.out, options.command, options.retries,
+        setup = RunSetup(tuple(cases), flow, chipset, options.out, options.command, options.retries,
                          options.flash_timeout_s, options.boot_timeout_s, options.idle_timeout_s)
-        dispatcher = BisectBoards(pool, stop, setup, journal, by_name.get("firmware"), runners, artifacts)
+        dispatcher = BisectBoards(pool, stop, setup, journal, by_name.get("firmware"), runners, artifacts,
+                                  environment)
         with pool:
             pool.start(dispatcher)
             try:
