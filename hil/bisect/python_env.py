@@ -19,6 +19,10 @@ beside it (hil's content-addressed cache: lowered once per candidate, kept).
 
 The ends are the candidates whose versions GOOD and BAD record (`run.packages`), else the
 first and the last.
+
+`--index-url URL --package NAME` (default executorch) instead: the versions of NAME the index
+lists from GOOD's recorded version to BAD's (`pip index versions --pre`), each candidate
+installed from the index by uv (`NAME==VERSION`, without dependencies).
 """
 
 from __future__ import annotations
@@ -65,16 +69,46 @@ def _digest(paths: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-class Wheels:
-    """The wheel sets between GOOD's Python side and BAD's, in order, and their environments."""
+def _uv() -> str:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if found is None:
+        raise UsageError("--wheels/--index-url: uv is needed to make the candidates' environments "
+                         "(pip install uv)")
+    return found
+
+
+class PythonSide:
+    """Python-side candidates and their environments (a subclass says where they come from:
+    `candidates` and `_install`)."""
 
     name = "python"
+    source = ""
+    candidates: list[Candidate]
+
+    def __init__(self, store: Path, request: dict[str, Any]) -> None:
+        """`request`: what each candidate lowers (`lower_env.py`'s request: suites, keys, flow,
+        chipset, pretrained)."""
+        self.store = store
+        self.request = request
+        self.lowered: dict[str, dict[str, Any]] = {}
+        """Per prepared candidate (key), its cases by key: an Artifact, or its lowering's
+        failure ({verdict, message}): what its board runs run."""
+        self.environments: dict[str, dict[str, Any]] = {}
+        """Per prepared candidate, what its environment reports (`packages`, `executorch_git`)."""
+        self.uv = _uv()
+
+    def _install(self, candidate: Candidate) -> list[str]:
+        """What `uv pip install --python VENV --no-deps` is given for `candidate`."""
+        raise NotImplementedError
+
+
+class Wheels(PythonSide):
+    """The wheel sets of a folder between GOOD's Python side and BAD's, in order."""
+
     source = "--wheels"
 
     def __init__(self, root: Path, good: dict[str, str], bad: dict[str, str], store: Path,
                  request: dict[str, Any]) -> None:
-        """`request`: what each candidate lowers (`lower_env.py`'s request: suites, keys, flow,
-        chipset, pretrained)."""
         if not root.is_dir():
             raise UsageError(f"--wheels {root}: not a folder")
         sets = self._sets(root)
@@ -91,17 +125,7 @@ class Wheels:
             first, last = ends(len(sets), *found, "--wheels")
         except ValueError as exc:
             raise UsageError(f"--wheels {root}: {exc}") from None
-        self.store = store
-        self.request = request
-        self.lowered: dict[str, dict[str, Any]] = {}
-        """Per prepared candidate (key), its cases by key: an Artifact, or its lowering's
-        failure ({verdict, message}): what its board runs run."""
-        self.environments: dict[str, dict[str, Any]] = {}
-        """Per prepared candidate, what its environment reports (`packages`, `executorch_git`)."""
-        self.uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
-        if self.uv is None:
-            raise UsageError("--wheels: uv is needed to make the candidates' environments "
-                             "(pip install uv)")
+        super().__init__(store, request)
         self.candidates = []
         for index in range(first, last + 1):
             label, wheels = sets[index]
@@ -110,6 +134,9 @@ class Wheels:
                 "python", index - first, _digest(files), label, files[0].parent,
                 {"wheels": [path.name for path in files]}))
         self._files = {c.key: [path for _, _, path in sets[first + c.index][1]] for c in self.candidates}
+
+    def _install(self, candidate: Candidate) -> list[str]:
+        return ["--no-index", *map(str, self._files[candidate.key])]
 
     @staticmethod
     def _sets(root: Path) -> list[tuple[str, list[tuple[str, str, Path]]]]:
@@ -127,6 +154,56 @@ class Wheels:
                              f"({', '.join(sorted(names)) or 'none'}): put each candidate's in a folder")
         ordered = sorted(wheels, key=lambda w: Version(w[1]))
         return [(f"{name} {version}", [(name, version, path)]) for name, version, path in ordered]
+
+
+class IndexVersions(PythonSide):
+    """The versions of one distribution a package index has, from GOOD's to BAD's (as
+    `pip index versions` lists them, pre-releases included: ExecuTorch's nightlies are
+    `X.Y.Z.devYYYYMMDD`), each installed from the index into its environment."""
+
+    source = "--index-url"
+
+    def __init__(self, url: str, package: str, good: dict[str, str], bad: dict[str, str], store: Path,
+                 request: dict[str, Any]) -> None:
+        from packaging.version import Version
+
+        recorded = [{canonicalize_name(k): v for k, v in packages.items()}.get(canonicalize_name(package))
+                    for packages in (good, bad)]
+        if None in recorded:
+            which = "GOOD" if recorded[0] is None else "BAD"
+            raise UsageError(f"--package {package}: {which}.json records no version of it (run.packages)")
+        listed = sorted(self._versions(url, package), key=Version)
+        missing = [v for v in recorded if v not in listed]
+        if missing:
+            shown = ", ".join(listed[-5:]) or "nothing"
+            raise UsageError(f"--index-url {url}: {package} {missing[0]} is not there (it lists "
+                             f"{'... ' if len(listed) > 5 else ''}{shown})")
+        first, last = listed.index(recorded[0]), listed.index(recorded[1])
+        if first >= last:
+            raise UsageError(f"--index-url: {package} {recorded[0]} (GOOD) is not older than "
+                             f"{recorded[1]} (BAD)")
+        super().__init__(store, request)
+        self.url, self.package = url, package
+        self.candidates = [
+            Candidate("python", index - first,
+                      hashlib.sha256(f"{url} {package}=={version}".encode()).hexdigest()[:16],
+                      f"{package} {version}", None, {"index": url, "version": version})
+            for index, version in enumerate(listed) if first <= index <= last]
+
+    @staticmethod
+    def _versions(url: str, package: str) -> list[str]:
+        """`pip index versions PACKAGE --pre --index-url URL` (pip, the ordinary client)."""
+        done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--pre",
+                               "--index-url", url, "--disable-pip-version-check"],
+                              capture_output=True, text=True, timeout=300)
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("Available versions:")), None)
+        if done.returncode != 0 or line is None:
+            why = (done.stderr.strip().splitlines() or ["no versions listed"])[-1]
+            raise UsageError(f"--index-url {url}: {package}: {why}")
+        return [version.strip() for version in line.split(":", 1)[1].split(",") if version.strip()]
+
+    def _install(self, candidate: Candidate) -> list[str]:
+        return ["--index-url", self.url, f"{self.package}=={candidate.detail['version']}"]
 
     def folder(self, candidate: Candidate) -> Path:
         return self.store / candidate.key
@@ -165,7 +242,7 @@ class Wheels:
         with log_path.open("wb") as output:
             steps = [[self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
                      [self.uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                      "--no-deps", "--no-index", *map(str, self._files[candidate.key])]]
+                      "--no-deps", *self._install(candidate)]]
             for step in steps:
                 done = subprocess.run(step, stdout=output, stderr=subprocess.STDOUT, timeout=600)
                 if done.returncode != 0:

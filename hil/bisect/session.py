@@ -52,6 +52,8 @@ class BisectOptions:
     runner_repo: Path | None = None
     runner_build: str | None = None
     wheels: Path | None = None
+    index_url: str | None = None
+    package: str = "executorch"
     inventory: str | None = None
     boards: tuple[str, ...] = ()
     labgrid: str | None = None
@@ -119,7 +121,8 @@ def _factors(options: BisectOptions, changed: list[Change], good: Any, bad: Any,
 
     factors: list[Factor] = []
     wanted = {change.element for change in changed if change.source is not None}
-    given = {"firmware": options.firmware_builds, "runner": options.runner_repo, "python": options.wheels}
+    given = {"firmware": options.firmware_builds, "runner": options.runner_repo,
+             "python": options.wheels or options.index_url}
     for element, value in given.items():
         if value is not None and element not in wanted:
             notes.append(f"{element}: candidates given, but GOOD and BAD record the same {element}: "
@@ -136,11 +139,15 @@ def _factors(options: BisectOptions, changed: list[Change], good: Any, bad: Any,
         factors.append(RunnerBuilds(options.runner_repo, options.runner_build, good.runner_commit,
                                     bad.runner_commit, options.out / "builds" / "runner"))
     if "python" in wanted:
-        from hil.bisect.python_env import Wheels
+        from hil.bisect.python_env import IndexVersions, Wheels
 
-        assert options.wheels is not None
         store = cache_dir(str(options.cache_dir) if options.cache_dir else None) / "bisect" / "python"
-        factors.append(Wheels(options.wheels, good.packages, bad.packages, store, request))
+        if options.wheels is not None:
+            factors.append(Wheels(options.wheels, good.packages, bad.packages, store, request))
+        else:
+            assert options.index_url is not None
+            factors.append(IndexVersions(options.index_url, options.package, good.packages, bad.packages,
+                                         store, request))
     return factors
 
 
@@ -212,7 +219,7 @@ def bisect(options: BisectOptions, stop: Stop, say: Callable[[str], None]) -> Ou
     bad = read_tuple(bad_doc, _boards_of(bad_doc, selection.keys))
     sources = {"firmware": "--firmware-builds" if options.firmware_builds else None,
                "runner": "--runner-repo" if options.runner_repo else None,
-               "python": "--wheels" if options.wheels else None}
+               "python": "--wheels" if options.wheels else "--index-url" if options.index_url else None}
     changed = changes(good, bad, {k: v for k, v in sources.items() if v})
     notes = [*good.notes, *bad.notes]
     flow, chipset = bad_doc["run"].get("flow") or "xnnpack", bad_doc["run"].get("chipset") or "E9955"

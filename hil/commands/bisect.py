@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Python-side candidates: wheels of one distribution (each a candidate, by "
                              "version), or one folder of wheels per candidate; each lowers in its own "
                              "uv environment layered on hil's")
+    parser.add_argument("--index-url", metavar="URL",
+                        help="Python-side candidates from a package index instead: the versions of "
+                             "--package it lists (pre-releases included) from GOOD's to BAD's")
+    parser.add_argument("--package", default="executorch", metavar="NAME",
+                        help="with --index-url: the distribution whose versions are the candidates "
+                             "(default: executorch)")
     parser.add_argument("--board", action="append", default=[], metavar="SPEC",
                         help="virtual:N (started for the whole bisection), an adb serial or HOST:PORT, or "
                              "an --inventory board's name; repeatable (default: virtual, or the inventory)")
@@ -138,6 +144,8 @@ def options_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError(f"--board-wait: {args.board_wait} is out of range")
     if bool(args.runner_repo) != bool(args.runner_build):
         raise UsageError("--runner-repo and --runner-build go together")
+    if args.wheels and args.index_url:
+        raise UsageError("--wheels and --index-url: one source of Python-side candidates")
     for flag, value in (("--good", args.good), ("--bad", args.bad)):
         if not Path(value).is_file():
             raise UsageError(f"{flag} {value}: no such results file")
@@ -156,7 +164,8 @@ def options_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         threshold=parse_threshold(args.threshold), min_delta_ms=parse_min_delta(args.min_delta_ms),
         firmware_builds=Path(args.firmware_builds) if args.firmware_builds else None,
         runner_repo=Path(args.runner_repo) if args.runner_repo else None, runner_build=args.runner_build,
-        wheels=Path(args.wheels) if args.wheels else None, inventory=args.inventory,
+        wheels=Path(args.wheels) if args.wheels else None, index_url=args.index_url,
+        package=args.package, inventory=args.inventory,
         boards=tuple(args.board), labgrid=args.labgrid, adb_server=lab_server(args.adb_server),
         board_wait_s=args.board_wait, runner=runner, samples=args.samples, warmup=args.warmup,
         attempts=args.attempts, timeout_s=args.timeout, idle_timeout_s=args.idle_timeout,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hil.errors import UsageError
 from hil.lower import cache as artifact_cache
 from hil.lower.rig import RIG_DISTRIBUTION, RIG_MODULE
 from hil.virtual.launcher import VirtualBoardProcess
@@ -63,14 +64,80 @@ def _installed(wheel: Path) -> Iterator[None]:
         artifact_cache._environment_digest.cache_clear()
 
 
-def test_each_wheel_lowers_in_its_own_venv_and_the_first_bad_version_is_named(
-        boards: list[VirtualBoardProcess], tmp_path: Path) -> None:
-    wheels = _wheels(tmp_path)
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _wheels(tmp_path_factory.mktemp("rig"))
+
+
+@pytest.fixture(scope="module")
+def nights(boards: list[VirtualBoardProcess], wheels: Path, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """GOOD lowered with the rig's version 1, BAD with its version 3."""
+    root = tmp_path_factory.mktemp("python-nights")
     files = {int(p.name.split("-")[1]): p for p in wheels.glob("*.whl")}
-    nights = []
+    found = []
     for name, version in (("good", 1), ("bad", 3)):
         with _installed(files[version]):
-            nights.append(night(boards, None, tmp_path / name))
+            found.append(night(boards, None, root / name))
+    return found
+
+
+@contextmanager
+def _index(wheels: Path, root: Path) -> Iterator[str]:
+    """A package index (PEP 503's simple layout) of the wheels, served over HTTP on 127.0.0.1."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    project = root / "simple" / RIG_DISTRIBUTION
+    project.mkdir(parents=True)
+    links = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        shutil.copy(wheel, project / wheel.name)
+        links.append(f'<a href="{wheel.name}">{wheel.name}</a><br>')
+    (project / "index.html").write_text("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip and uv ask the test's index only (not the indexes and wheel folders configured here)."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
+    for name in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL",
+                 "UV_FIND_LINKS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_a_package_indexs_versions_between_good_and_bad_are_the_candidates(
+        wheels: Path, tmp_path: Path, local_only: None) -> None:
+    """`--index-url URL --package NAME`: the versions pip lists, from GOOD's to BAD's, each
+    installed from the index by uv into its own environment."""
+    from hil.bisect.python_env import IndexVersions
+
+    with _index(wheels, tmp_path / "index") as url:
+        side = IndexVersions(url, RIG_DISTRIBUTION, {RIG_DISTRIBUTION: "1"}, {RIG_DISTRIBUTION: "3"},
+                             tmp_path / "store", {})
+        assert [c.label for c in side.candidates] == [f"{RIG_DISTRIBUTION} {v}" for v in (1, 2, 3)]
+        assert side._environment(side.candidates[1]) is None  # noqa: SLF001 - the environment alone
+        venv = side.folder(side.candidates[1]) / "venv"
+        probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; "
+                                f"print(m.version({RIG_DISTRIBUTION!r}))"], capture_output=True, text=True, check=True)
+        assert probe.stdout.strip() == "2"
+        with pytest.raises(UsageError, match="9 is not there"):
+            IndexVersions(url, RIG_DISTRIBUTION, {RIG_DISTRIBUTION: "1"}, {RIG_DISTRIBUTION: "9"}, tmp_path, {})
+
+
+def test_each_wheel_lowers_in_its_own_venv_and_the_first_bad_version_is_named(
+        boards: list[VirtualBoardProcess], wheels: Path, nights: list[Path], tmp_path: Path) -> None:
     good, bad = (json.loads(path.read_text()) for path in nights)
     assert (good["run"]["packages"][RIG_DISTRIBUTION], bad["run"]["packages"][RIG_DISTRIBUTION]) == ("1", "3")
     assert [c["verdict"] for c in good["cases"] + bad["cases"]] == ["PASS", "FAIL_MISMATCH"]
@@ -101,3 +168,15 @@ def test_each_wheel_lowers_in_its_own_venv_and_the_first_bad_version_is_named(
     assert ptes["1"] and ptes["1"].isdisjoint(ptes["2"]) and ptes["2"] == ptes["3"]  # lowered apart
     culprit_runs = [run for run in doc["board_runs"] if run["builds"]["python"]["label"].endswith(" 2")]
     assert {run["verdicts"]["bisect.fp32.mlp"] for run in culprit_runs} == {"FAIL_MISMATCH"}
+
+
+@pytest.mark.full
+def test_the_same_bisection_from_a_package_index(boards: list[VirtualBoardProcess], wheels: Path,
+                                                 nights: list[Path], tmp_path: Path, local_only: None) -> None:
+    with _index(wheels, tmp_path / "index") as url:
+        boards_yaml = inventory(tmp_path / "boards.yaml", boards[:1])
+        code, doc = bisect("--good", str(nights[0]), "--bad", str(nights[1]), "--suite", str(SUITE),
+                           "--index-url", url, "--package", RIG_DISTRIBUTION, "--inventory", str(boards_yaml),
+                           "--out", str(tmp_path / "out"))
+    assert (code, doc["answer"]["culprit"]["label"]) == (0, f"{RIG_DISTRIBUTION} 2")
+    assert [c["source"] for c in doc["changed"]] == ["--index-url"]
