@@ -101,6 +101,80 @@ class PythonSide:
         """What `uv pip install --python VENV --no-deps` is given for `candidate`."""
         raise NotImplementedError
 
+    def folder(self, candidate: Candidate) -> Path:
+        return self.store / candidate.key
+
+    def python(self, candidate: Candidate) -> Path:
+        return self.folder(candidate) / "venv" / "bin" / "python"
+
+    def prepare(self, candidate: Candidate) -> str | None:
+        """The candidate's environment (made once, kept by its digest) and its cases lowered
+        there; why it could not be installed or could not lower at all, or None. A case whose
+        lowering fails there is that candidate's failure (FAIL_LOWER...), not a skip."""
+        if candidate.key in self.lowered:
+            return None
+        reason = self._environment(candidate)
+        if reason is not None:
+            return reason
+        from hil.lower.cache import load_artifact
+
+        answer = self.lower(candidate, self.request)
+        if "error" in answer:
+            return answer["error"]
+        self.environments[candidate.key] = {"packages": answer.get("packages"),
+                                            "executorch_git": answer.get("executorch_git")}
+        self.lowered[candidate.key] = {**{key: load_artifact(Path(folder))
+                                          for key, folder in answer["artifacts"].items()},
+                                       **answer["failed"]}
+        return None
+
+    def _environment(self, candidate: Candidate) -> str | None:
+        venv = self.folder(candidate) / "venv"
+        if (venv / READY_FILE).is_file():
+            return None
+        shutil.rmtree(venv, ignore_errors=True)
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        log_path = self.folder(candidate) / "install.log"
+        with log_path.open("wb") as output:
+            steps = [[self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+                     [self.uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+                      "--no-deps", *self._install(candidate)]]
+            for step in steps:
+                done = subprocess.run(step, stdout=output, stderr=subprocess.STDOUT, timeout=600)
+                if done.returncode != 0:
+                    return f"{' '.join(step[:3])} failed with exit {done.returncode} (log: {log_path})"
+                if step is steps[0]:
+                    self._layer(venv)
+        (venv / READY_FILE).write_text("")
+        return None
+
+    @staticmethod
+    def _layer(venv: Path) -> None:
+        """hil's environment under the candidate's: its site-packages after the candidate's own."""
+        python = venv / "bin" / "python"
+        code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+        site = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                              timeout=60).stdout.strip()
+        base = sysconfig.get_paths()["purelib"]
+        (Path(site) / LAYER_FILE).write_text(f"import site; site.addsitedir({base!r})\n")
+
+    def lower(self, candidate: Candidate, request: dict[str, Any]) -> dict[str, Any]:
+        """Lower the request's cases in the candidate's environment (`lower_env.py`); its
+        answer: per case key its artifact folder or its failure, and the environment's
+        packages."""
+        request = {**request, "cache": str(self.folder(candidate) / "artifacts"),
+                   "scratch": str(self.folder(candidate) / "scratch")}
+        done = subprocess.run([str(self.python(candidate)), "-m", "hil.bisect.lower_env"],
+                              input=json.dumps(request), capture_output=True, text=True,
+                              timeout=LOWER_TIMEOUT_S)
+        (self.folder(candidate) / "lower.log").write_text(done.stderr)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return {"error": f"lowering in {candidate.label}'s environment failed (exit "
+                             f"{done.returncode}): {last}"}
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 
 class Wheels(PythonSide):
     """The wheel sets of a folder between GOOD's Python side and BAD's, in order."""
@@ -204,76 +278,3 @@ class IndexVersions(PythonSide):
 
     def _install(self, candidate: Candidate) -> list[str]:
         return ["--index-url", self.url, f"{self.package}=={candidate.detail['version']}"]
-
-    def folder(self, candidate: Candidate) -> Path:
-        return self.store / candidate.key
-
-    def python(self, candidate: Candidate) -> Path:
-        return self.folder(candidate) / "venv" / "bin" / "python"
-
-    def prepare(self, candidate: Candidate) -> str | None:
-        """The candidate's environment (made once, kept by its digest) and its cases lowered
-        there; why it could not be installed or could not lower at all, or None. A case whose
-        lowering fails there is that candidate's failure (FAIL_LOWER...), not a skip."""
-        if candidate.key in self.lowered:
-            return None
-        reason = self._environment(candidate)
-        if reason is not None:
-            return reason
-        from hil.lower.cache import load_artifact
-
-        answer = self.lower(candidate, self.request)
-        if "error" in answer:
-            return answer["error"]
-        self.environments[candidate.key] = {"packages": answer.get("packages"),
-                                            "executorch_git": answer.get("executorch_git")}
-        self.lowered[candidate.key] = {**{key: load_artifact(Path(folder))
-                                          for key, folder in answer["artifacts"].items()},
-                                       **answer["failed"]}
-        return None
-
-    def _environment(self, candidate: Candidate) -> str | None:
-        venv = self.folder(candidate) / "venv"
-        if (venv / READY_FILE).is_file():
-            return None
-        shutil.rmtree(venv, ignore_errors=True)
-        venv.parent.mkdir(parents=True, exist_ok=True)
-        log_path = self.folder(candidate) / "install.log"
-        with log_path.open("wb") as output:
-            steps = [[self.uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-                     [self.uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                      "--no-deps", *self._install(candidate)]]
-            for step in steps:
-                done = subprocess.run(step, stdout=output, stderr=subprocess.STDOUT, timeout=600)
-                if done.returncode != 0:
-                    return f"{' '.join(step[:3])} failed with exit {done.returncode} (log: {log_path})"
-                if step is steps[0]:
-                    self._layer(venv)
-        (venv / READY_FILE).write_text("")
-        return None
-
-    @staticmethod
-    def _layer(venv: Path) -> None:
-        """hil's environment under the candidate's: its site-packages after the candidate's own."""
-        python = venv / "bin" / "python"
-        code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-        site = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
-                              timeout=60).stdout.strip()
-        base = sysconfig.get_paths()["purelib"]
-        (Path(site) / LAYER_FILE).write_text(f"import site; site.addsitedir({base!r})\n")
-
-    def lower(self, candidate: Candidate, request: dict[str, Any]) -> dict[str, Any]:
-        """Lower the request's cases in the candidate's environment (`lower_env.py`); its
-        answer: per case key its artifact folder or its failure, and the environment's
-        packages."""
-        request = {**request, "cache": str(self.folder(candidate) / "artifacts"),
-                   "scratch": str(self.folder(candidate) / "scratch")}
-        done = subprocess.run([str(self.python(candidate)), "-m", "hil.bisect.lower_env"],
-                              input=json.dumps(request), capture_output=True, text=True,
-                              timeout=LOWER_TIMEOUT_S)
-        (self.folder(candidate) / "lower.log").write_text(done.stderr)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return {"error": f"lowering in {candidate.label}'s environment failed (exit "
-                             f"{done.returncode}): {last}"}
-        return json.loads(done.stdout.strip().splitlines()[-1])

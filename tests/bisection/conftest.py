@@ -1,5 +1,6 @@
 """Virtual boards for the bisection tests: quick reboots, the off-host measuring mode (every
-execution a modelled 5 ms), warm before the first test; stopped by PID at the module's end."""
+execution a modelled 5 ms), warm before the first test; stopped by PID at the session's end.
+Every test flashes the firmware it needs (or, with `no_firmware_faults`, runs with none)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from tests.faults import wait_until_warm
 BOARD_ARGS = ["--reboot-seconds", "0.1", "--device-time", "5"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def boards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VirtualBoardProcess]]:
-    """Three virtual boards (most tests use the first)."""
+    """Three virtual boards (most tests use the first), for every bisection test."""
     root = tmp_path_factory.mktemp("bisect-boards")
     started: list[VirtualBoardProcess] = []
     try:
@@ -27,3 +28,10 @@ def boards(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[VirtualBoa
     finally:
         for board in started:
             board.stop()
+
+
+@pytest.fixture
+def no_firmware_faults(boards: list[VirtualBoardProcess]) -> None:
+    """The faults an earlier test's firmware armed are disarmed (until a board boots again)."""
+    for board in boards:
+        board.control("fault clear", applied_within=30)

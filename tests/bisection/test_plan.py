@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ def test_a_latency_shift_under_the_noise_is_not_bisectable_before_any_candidate(
     def run_round(jobs: list[list[BoardRun]], number: int) -> list[dict[str, Any]]:
         return [{"key": run.key, "number": 0, "phase": run.phase, "label": run.label,
                  "builds": run.builds.record(), "verdicts": {"s.fp32.c": "PASS"},
-                 "samples": {"s.fp32.c": _latency(2.0 * (1.01 if run.label == "bad" else 1.0), 10, hash(run.key))}}
+                 "samples": {"s.fp32.c": _latency(2.0 * (1.01 if run.label == "bad" else 1.0), 10, zlib.crc32(run.key.encode()))}}
                 for job in jobs for run in job]
 
     bisection = Bisection([factor], Settings(boards=1, metric="latency", primary="s.fp32.c"), run_round)
@@ -180,3 +181,27 @@ def test_the_tuple_and_what_changed_with_its_sources() -> None:
     assert found[0].record()["bisected"] and not found[1].record()["bisected"]
     older = read_tuple(document("B1", "c1", "1.5.1", version=4))
     assert older.notes and "schema 4" in older.notes[0]
+
+
+def test_what_is_bisected_is_what_hil_compare_calls_a_regression() -> None:
+    """Wrong numbers first (every such case together); else the latency case that grew most,
+    the others listed; a case missing from BAD is listed, never bisected."""
+    from hil.bisect.selection import select
+    from hil.latency import latency_stats
+    from tests.report import case, sample_results
+
+    def night(verdicts: dict[str, str], scale: dict[str, float]) -> dict[str, Any]:
+        document = sample_results()
+        document["cases"] = [case("ops", "fp32", name, verdict, latency_ms=latency_stats(
+            _latency(2.0 * scale.get(name, 1.0), 20, zlib.crc32(name.encode()), rel=0.01))) for name, verdict in verdicts.items()]
+        return document
+
+    good = night({"a": "PASS", "b": "PASS", "c": "PASS", "gone": "PASS"}, {})
+    bad = night({"a": "FAIL_MISMATCH", "b": "PASS", "c": "PASS"}, {"b": 1.3, "c": 1.5})
+    numbers = select(good, bad, [], 0.10, 0.02)
+    assert (numbers.metric, numbers.keys) == ("verdict", ["ops.fp32.a"])
+    assert set(numbers.listed) == {"ops.fp32.b", "ops.fp32.c"} and numbers.missing == ["ops.fp32.gone"]
+    latency = select(good, bad, ["b", "c"], 0.10, 0.02)
+    assert (latency.metric, latency.primary) == ("latency", "ops.fp32.c") and list(latency.listed) == ["ops.fp32.b"]
+    with pytest.raises(UsageError, match="nothing to bisect"):
+        select(good, good, [], 0.10, 0.02)
