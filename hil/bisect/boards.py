@@ -87,6 +87,14 @@ class RunSetup:
     idle_timeout_s: float = 30.0
 
 
+class Stopped(Exception):
+    """The bisection cannot go on: interrupted (a stop signal), or no usable board is left."""
+
+    def __init__(self, interrupted: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.interrupted = interrupted
+
+
 def failed(outcome: dict[str, Any]) -> bool:
     """Whether a board run's cases did not all pass (the regression reproduced)."""
     return any(not Verdict(v).passed for v in outcome.get("verdicts", {}).values())
@@ -129,7 +137,8 @@ class BisectBoards:
     def run_round(self, jobs: list[list[BoardRun]], round_number: int) -> list[dict[str, Any]]:
         """Run `jobs` (each on one board, at the same time on as many boards) and return
         the outcome of every run in job order; runs the journal has are not made again. A
-        run that could not be made (infrastructure, retries spent) has an `error`."""
+        run that could not be made (infrastructure, retries spent) has an `error`. Stopped
+        when a stop signal came, or no board is left to make the rest."""
         pending = []
         for runs in jobs:
             todo = [run for run in runs if run.key not in self.journal.runs]
@@ -139,15 +148,18 @@ class BisectBoards:
                 self._queue.put(job)
         for job in pending:
             while not job.done.wait(POLL_S):
-                if self.stop.is_set() or not self.pool.any_left():
-                    break
+                if self.stop.is_set():
+                    raise Stopped(True, "interrupted")
+                if not self.pool.any_left():
+                    raise Stopped(False, f"no usable board left: {self.pool.causes() or 'all out'}")
+        if self.stop.is_set():
+            raise Stopped(True, "interrupted")
         outcomes = []
         for runs in jobs:
             for run in runs:
                 outcome = self.journal.runs.get(run.key)
                 if outcome is None:
-                    reason = self._errors.get(run.key) or (
-                        "interrupted" if self.stop.is_set() else "no usable board left")
+                    reason = self._errors.get(run.key, "not run")
                     outcome = {"key": run.key, "phase": run.phase, "label": run.label,
                                "builds": run.builds.record(), "error": reason, "round": round_number}
                 outcomes.append(outcome)

@@ -18,7 +18,16 @@ from typing import Any
 
 from hil.bisect.boards import failed
 from hil.bisect.candidates import Candidate
-from hil.bisect.search import CULPRIT, NO_BOARD, NOT_BISECTABLE, NOT_REPRODUCED, RANGE, Answer, Bisection
+from hil.bisect.search import (
+    CULPRIT,
+    INTERRUPTED,
+    NO_BOARD,
+    NOT_BISECTABLE,
+    NOT_REPRODUCED,
+    RANGE,
+    Answer,
+    Bisection,
+)
 from hil.report.results import atomic_write_text, sanitise
 from hil.report.summary import cell
 
@@ -26,8 +35,8 @@ SCHEMA = "exynos-hil/bisect"
 VERSION = 1
 EXIT_CULPRIT, EXIT_RANGE, EXIT_NOT_REPRODUCED, EXIT_NOT_BISECTABLE = 0, 4, 5, 6
 EXIT_CODES = {CULPRIT: EXIT_CULPRIT, RANGE: EXIT_RANGE, NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
-              NOT_BISECTABLE: EXIT_NOT_BISECTABLE, NO_BOARD: 2}
-"""`hil bisect`'s exit code per kind of answer (2 and 3 keep hil's meanings)."""
+              NOT_BISECTABLE: EXIT_NOT_BISECTABLE, NO_BOARD: 2, INTERRUPTED: 130}
+"""`hil bisect`'s exit code per kind of answer (2 and 130 keep hil's meanings)."""
 
 
 def _candidate(candidate: Candidate | None) -> dict[str, Any] | None:
@@ -98,7 +107,8 @@ def markdown(doc: dict[str, Any]) -> str:
     answer = doc["answer"]
     title = {CULPRIT: f"culprit {answer['factor']} {(answer['culprit'] or {}).get('label')}",
              RANGE: "a range, no single culprit", NOT_REPRODUCED: "not reproduced",
-             NOT_BISECTABLE: "not bisectable", NO_BOARD: "no board"}[answer["kind"]]
+             NOT_BISECTABLE: "not bisectable", NO_BOARD: "no board",
+             INTERRUPTED: "interrupted (run the same command to go on)"}[answer["kind"]]
     lines = [f"## hil bisect: {title}", "", cell(answer["message"], 2000), ""]
     if answer.get("confidence"):
         lines += ["Confidence: " + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"

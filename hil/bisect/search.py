@@ -31,8 +31,8 @@ from hil.bisect.boards import BoardRun, failed
 from hil.bisect.candidates import Builds, Candidate, Factor
 from hil.latency_plan import LatencyPlan
 
-CULPRIT, RANGE, NOT_REPRODUCED, NOT_BISECTABLE, NO_BOARD = (
-    "culprit", "range", "not_reproduced", "not_bisectable", "no_board")
+CULPRIT, RANGE, NOT_REPRODUCED, NOT_BISECTABLE, NO_BOARD, INTERRUPTED = (
+    "culprit", "range", "not_reproduced", "not_bisectable", "no_board", "interrupted")
 """The kinds of answer."""
 Rounds = Callable[[list[list[BoardRun]], int], list[dict[str, Any]]]
 """Runs a round of jobs (`BisectBoards.run_round`)."""
@@ -156,12 +156,12 @@ class Bisection:
                               f"{count} runs and the bad builds passed {bad_passed} of {count}: a flaky "
                               "case is not bisected")
             return None
-        regression = stats.regression(self._samples(good), self._samples(bad))
+        regression = stats.regression([self._samples([o]) for o in good], [self._samples([o]) for o in bad])
         self.progress.regression = regression
         figures = (f"{regression.good_median:.3f} ms -> {regression.bad_median:.3f} ms "
-                   f"({regression.shift:+.3f} ms), noise {regression.noise:.3f} ms (half the good "
-                   f"samples' IQR), p = {regression.p:.2g}")
-        if regression.shift > 0 and not regression.resolvable:
+                   f"({regression.shift:+.3f} ms), noise {regression.noise:.3f} ms (half a good "
+                   f"run's IQR), p = {regression.p:.2g}")
+        if not regression.resolvable:
             return Answer(NOT_BISECTABLE, f"not bisectable: the regression is smaller than the noise "
                           f"can resolve: {figures}")
         if not regression.reproduced:

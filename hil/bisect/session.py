@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from hil.bisect import report
-from hil.bisect.boards import BisectBoards, RunSetup
+from hil.bisect.boards import BisectBoards, RunSetup, Stopped
 from hil.bisect.candidates import Candidate, Factor
 from hil.bisect.journal import Journal
-from hil.bisect.search import NO_BOARD, Answer, Bisection, Settings
+from hil.bisect.search import INTERRUPTED, NO_BOARD, RANGE, Answer, Bisection, Settings
 from hil.bisect.selection import Selection, select
 from hil.bisect.tuple import Change, changes, read_tuple
 from hil.board.images import Provisioning
@@ -240,6 +240,14 @@ def bisect(options: BisectOptions, stop: Stop, say: Callable[[str], None]) -> Ou
                 "metric": selection.metric, "samples": options.samples, "warmup": options.warmup,
                 "attempts": options.attempts,
                 "factors": {f.name: [c.key for c in f.candidates] for f in factors}}
+    if not factors:  # nothing to swap on a board: what changed is the answer
+        settings = Settings(boards=0, metric=selection.metric, primary=selection.primary)
+        what = "; ".join(f"{c.element} {c.good} -> {c.bad}" for c in changed) or "nothing they record"
+        answer = Answer(RANGE, f"nothing bisected: changed between GOOD and BAD: {what}; give the "
+                        "candidates of one (--firmware-builds, --runner-repo and --runner-build, "
+                        "--wheels or --index-url)")
+        header["runs_made_now"] = 0
+        return _report(options, Bisection([], settings, lambda jobs, number: []), answer, header, "complete")
     journal = Journal(options.out, identity)
     try:
         return _with_boards(options, stop, say, selection, cases, factors, journal, header, flow, chipset)
@@ -320,8 +328,13 @@ def _with_boards(options: BisectOptions, stop: Stop, say: Callable[[str], None],
     finally:
         for step in reversed(undo):
             step()
-    status = "interrupted" if stop.is_set() else "complete"
     header["runs_made_now"] = dispatcher.made
+    return _report(options, bisection, answer, header, "interrupted" if stop.is_set() else "complete")
+
+
+def _report(options: BisectOptions, bisection: Bisection, answer: Answer, header: dict[str, Any],
+            status: str) -> Outcome:
+    """bisect.json, bisect.md and bisect.png in --out; the outcome."""
     header["finished"] = utc_now()
     document = report.document(bisection, answer, header, status)
     paths = {"json": report.write(options.out, document)}
@@ -347,7 +360,11 @@ def _search(pool: Any, dispatcher: BisectBoards, stop: Stop, factors: list[Facto
     settings = replace(settings, boards=pool.usable)
     say(f"hil bisect: {pool.usable} board(s): {', '.join(sorted(pool.live_names()))}")
     bisection = Bisection(factors, settings, dispatcher.run_round)
-    return bisection.run(), bisection
+    try:
+        return bisection.run(), bisection
+    except Stopped as stopped:
+        kind = INTERRUPTED if stopped.interrupted else NO_BOARD
+        return Answer(kind, f"{stopped}: the state is kept in --out, the same command goes on"), bisection
 
 
 def _lower_here(cases: list[Any], flow: str, chipset: str, options: BisectOptions,

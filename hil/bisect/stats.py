@@ -13,8 +13,10 @@ a two-sample Kolmogorov-Smirnov test (scipy) answers
 A candidate is bad when it differs from the good tuple and its shift (median against the
 good tuple's) is at least half the good->bad shift; good when its shift is smaller and it
 differs from the bad tuple. Before any candidate runs, a regression smaller than the noise
-can resolve (half the interquartile range of the good tuple's samples, NOISE_SHARE) is not
-bisectable.
+can resolve is not bisectable: the confirmation's shift, whichever its sign (a 1 % slowdown
+under a 4 % noise may measure as a small speed-up), below half the interquartile range of a
+good run's samples (NOISE_SHARE; the median over the confirmation's good runs, so that a run
+a burst of the host's load disturbed does not pass for the measurement's own noise).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ DIFFERENT, SAME, UNKNOWN = "DIFFERENT", "SAME", "UNKNOWN"
 BAD_SHARE = 0.5
 """A candidate whose shift is at least this share of the good->bad shift is bad."""
 NOISE_SHARE = 0.5
-"""A good->bad shift below this share of the good samples' interquartile range is noise."""
+"""A good->bad shift below this share of a good run's interquartile range is noise."""
 MIN_SAMPLES = 3
 """Fewer samples than this on a side test nothing (UNKNOWN)."""
 
@@ -69,7 +71,8 @@ class Regression:
     good_median: float
     bad_median: float
     noise: float
-    """Half the good samples' interquartile range: the smallest shift that can be resolved."""
+    """Half a good run's samples' interquartile range (the median over the good runs): the
+    smallest shift that can be resolved."""
     p: float
     """Good against bad (the lower of the two tests' p-values)."""
     good_samples: int
@@ -86,21 +89,26 @@ class Regression:
 
     @property
     def resolvable(self) -> bool:
-        """The shift is at least the noise."""
-        return self.shift >= self.noise
+        """The shift, whichever its sign, is at least the noise: below it, the confirmation
+        cannot tell a small regression from none."""
+        return abs(self.shift) >= self.noise
 
     def record(self) -> dict[str, float | int | bool]:
         return {"good_median_ms": self.good_median, "bad_median_ms": self.bad_median,
                 "shift_ms": self.shift, "shift": self.shift / self.good_median if self.good_median else None,
-                "noise_ms": self.noise, "iqr_ms": 2 * self.noise, "p": self.p,
+                "noise_ms": self.noise, "run_iqr_ms": 2 * self.noise, "p": self.p,
                 "good_samples": self.good_samples, "bad_samples": self.bad_samples,
                 "reproduced": self.reproduced, "resolvable": self.resolvable}
 
 
-def regression(good: Sequence[float], bad: Sequence[float]) -> Regression:
-    """The shift between the confirmation's good and bad samples, and the noise."""
-    return Regression(statistics.median(good), statistics.median(bad), NOISE_SHARE * iqr(good),
-                      p_value(good, bad), len(good), len(bad))
+def regression(good_runs: Sequence[Sequence[float]], bad_runs: Sequence[Sequence[float]]) -> Regression:
+    """The shift between the confirmation's good and bad samples (each a list per run), and
+    the noise."""
+    good = [s for run in good_runs for s in run]
+    bad = [s for run in bad_runs for s in run]
+    noise = NOISE_SHARE * statistics.median(iqr(run) for run in good_runs if run)
+    return Regression(statistics.median(good), statistics.median(bad), noise, p_value(good, bad),
+                      len(good), len(bad))
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,8 @@
 
 Exit codes: 0 a culprit, confirmed · 4 a range (skipped candidates, an unconfirmed culprit,
 factors that fail only together, changed elements without candidates) · 5 not reproduced ·
-6 not bisectable (a latency shift smaller than the noise) · 2 no usable board, or the boards
-failed the confirmation · 3 bad usage or input · 130 interrupted (the state is kept: the same
-command goes on).
+6 not bisectable (a latency shift smaller than the noise) · 2 no usable board, or none left ·
+3 bad usage or input · 130 interrupted (the state is kept: the same command goes on).
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ examples:
 
 exit codes:
   0    a culprit, confirmed (bisect.json answer.culprit)
-  2    no usable board, or the confirmation could not run
+  2    no usable board, or none left (the state is kept: run it again)
   3    bad usage, configuration or input
   4    a range: skipped candidates, an unconfirmed culprit, factors that fail only together,
-       or changed elements without candidates
+       or changed elements without candidates (without any, no board is used)
   5    not reproduced (a good run failed or a bad one passed: flaky; latency: not slower)
   6    not bisectable: the latency shift is smaller than the noise (figures in bisect.json)
   130  interrupted: run the same command again to go on"""

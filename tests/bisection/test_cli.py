@@ -54,10 +54,18 @@ def test_nothing_regressed_is_exit_3_and_a_missing_case_is_named(tmp_path: Path,
 
 
 def test_an_out_folder_of_another_bisection_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
     from hil.bisect.journal import Journal
 
     Journal(tmp_path / "out", {"good": "another", "bad": "one"}).close()
     good, bad = _night(tmp_path, "good", "PASS"), _night(tmp_path, "bad", "FAIL_MISMATCH")
+    for path, build in ((good, "B1"), (bad, "B2")):
+        document = json.loads(path.read_text())
+        document["run"]["boards"][0]["build"] = {"after": build}
+        save_results(document, path)
+        (tmp_path / "fw" / build).mkdir(parents=True)
+        (tmp_path / "fw" / build / "system.img").write_bytes(b"x")
     code = main(["bisect", "--good", str(good), "--bad", str(bad), "--out", str(tmp_path / "out"),
-                 "--suite", "smoke"])
+                 "--firmware-builds", str(tmp_path / "fw")])
     assert code == 3 and "holds another bisection" in capsys.readouterr().err

@@ -122,14 +122,16 @@ def _latency(center: float, count: int, seed: int, rel: float = 0.05) -> list[fl
 
 def test_latency_judgement_same_different_unknown() -> None:
     good, bad = _latency(2.0, 30, 1), _latency(2.4, 30, 2)
-    target = stats.regression(good, bad)
+    target = stats.regression([good[:10], good[10:20], good[20:]], [bad[:10], bad[10:20], bad[20:]])
     assert target.reproduced and target.resolvable
     assert stats.judge(_latency(2.0, 10, 3), _latency(2.0, 10, 4), bad, target).state == "good"
     judged = stats.judge(_latency(2.0, 10, 5), _latency(2.4, 10, 6), bad, target)
     assert (judged.state, judged.vs_good) == ("bad", stats.DIFFERENT) and judged.p_good < 0.01
     assert stats.judge(_latency(2.0, 3, 7), _latency(2.2, 3, 8), bad, target).state == "unknown"
-    small = stats.regression(_latency(2.0, 30, 9), _latency(2.02, 30, 10))
+    small = stats.regression([_latency(2.0, 10, 9 + i) for i in range(3)], [_latency(2.02, 10, 19 + i) for i in range(3)])
     assert not small.resolvable and small.noise > small.shift  # a 1 % shift under a 5 % jitter
+    disturbed = stats.regression([good[:10], good[10:20], [s * 1.6 for s in good[20:]]], [bad[:10], bad[10:20], bad[20:]])
+    assert disturbed.resolvable  # a run the host's load slowed does not pass for the noise
 
 
 def test_a_latency_shift_under_the_noise_is_not_bisectable_before_any_candidate() -> None:
