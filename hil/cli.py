@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bisect = sub.add_parser("bisect", help="find the first bad firmware build, runner commit or "
                                            "Python-side build between a good and a bad run",
-                            description=bisect_command.DESCRIPTION, epilog=bisect_command.EPILOG,
+                            description=bisect_command.DESCRIPTION, epilog=bisect_command.epilog(),
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     bisect_command.add_arguments(bisect)
     _add_adb_server(bisect)

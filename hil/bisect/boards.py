@@ -123,7 +123,6 @@ class BisectBoards:
         self._queue: queue.Queue[_Job] = queue.Queue()
         self._closed = threading.Event()
         self._lock = threading.Lock()
-        self._outcomes: dict[str, dict[str, Any]] = {}
         self._errors: dict[str, str] = {}
         numbers = [run.get("number", 0) for run in journal.runs.values()]
         self._next_number = max(numbers, default=0) + 1

@@ -16,27 +16,23 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from hil.bisect.boards import failed
-from hil.bisect.candidates import Candidate
-from hil.bisect.search import (
+from hil.bisect.answers import (
     CULPRIT,
+    EXIT_CODES,
     INTERRUPTED,
     NO_BOARD,
     NOT_BISECTABLE,
     NOT_REPRODUCED,
     RANGE,
-    Answer,
-    Bisection,
 )
+from hil.bisect.boards import failed
+from hil.bisect.candidates import Candidate
+from hil.bisect.search import Answer, Bisection
 from hil.report.results import atomic_write_text, sanitise
 from hil.report.summary import cell
 
 SCHEMA = "exynos-hil/bisect"
 VERSION = 1
-EXIT_CULPRIT, EXIT_RANGE, EXIT_NOT_REPRODUCED, EXIT_NOT_BISECTABLE = 0, 4, 5, 6
-EXIT_CODES = {CULPRIT: EXIT_CULPRIT, RANGE: EXIT_RANGE, NOT_REPRODUCED: EXIT_NOT_REPRODUCED,
-              NOT_BISECTABLE: EXIT_NOT_BISECTABLE, NO_BOARD: 2, INTERRUPTED: 130}
-"""`hil bisect`'s exit code per kind of answer (2 and 130 keep hil's meanings)."""
 
 
 def _candidate(candidate: Candidate | None) -> dict[str, Any] | None:

@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hil.bisect import stats
+from hil.bisect.answers import CULPRIT, NO_BOARD, NOT_BISECTABLE, NOT_REPRODUCED, RANGE
 from hil.bisect.boards import BoardRun, failed
 from hil.bisect.candidates import Builds, Candidate, Factor
 from hil.latency_plan import LatencyPlan
 
-CULPRIT, RANGE, NOT_REPRODUCED, NOT_BISECTABLE, NO_BOARD, INTERRUPTED = (
-    "culprit", "range", "not_reproduced", "not_bisectable", "no_board", "interrupted")
-"""The kinds of answer."""
 Rounds = Callable[[list[list[BoardRun]], int], list[dict[str, Any]]]
 """Runs a round of jobs (`BisectBoards.run_round`)."""
 Pairs = list[tuple[list[float], list[float]]]

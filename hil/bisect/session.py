@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from hil.bisect import report
+from hil.bisect.answers import EXIT_CODES, INTERRUPTED, NO_BOARD, RANGE
 from hil.bisect.boards import BisectBoards, RunSetup, Stopped
 from hil.bisect.candidates import Candidate, Factor
 from hil.bisect.journal import Journal
-from hil.bisect.search import INTERRUPTED, NO_BOARD, RANGE, Answer, Bisection, Settings
+from hil.bisect.search import Answer, Bisection, Settings
 from hil.bisect.selection import Selection, select
 from hil.bisect.tuple import Change, changes, read_tuple
 from hil.board.images import Provisioning
@@ -343,7 +344,7 @@ def _report(options: BisectOptions, bisection: Bisection, answer: Answer, header
     paths["markdown"] = options.out / "bisect.md"
     if report.plot(document, options.out / "bisect.png"):
         paths["plot"] = options.out / "bisect.png"
-    return Outcome(report.EXIT_CODES[answer.kind], document, paths)
+    return Outcome(EXIT_CODES[answer.kind], document, paths)
 
 
 def _search(pool: Any, dispatcher: BisectBoards, stop: Stop, factors: list[Factor], selection: Selection,

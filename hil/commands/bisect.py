@@ -12,6 +12,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 from hil.errors import UsageError
@@ -28,22 +29,24 @@ on fresh runner launches. The state lives in --out: after an interruption (even 
 same command goes on without repeating a completed run. Writes OUT/bisect.json, bisect.md,
 bisect.png and each board run's results.json under OUT/runs/."""
 
-EPILOG = """\
-examples:
-  hil bisect --good nights/11-20/results.json --bad nights/11-21/results.json \\
-      --inventory lab/boards.yaml --firmware-builds /srv/firmware --out hil-bisect
-  hil bisect --good good.json --bad bad.json --board virtual:3 \\
-      --runner-repo ~/executorch --runner-build 'scripts/build-runner.sh' --filter 'ops.fp32.conv*'
+EXAMPLES = (
+    "hil bisect --good nights/11-20/results.json --bad nights/11-21/results.json "
+    "--inventory lab/boards.yaml --firmware-builds /srv/firmware --out hil-bisect",
+    "hil bisect --good good.json --bad bad.json --board virtual:3 --runner-repo ~/executorch "
+    "--runner-build 'scripts/build-runner.sh' --filter 'ops.fp32.conv*'",
+)
 
-exit codes:
-  0    a culprit, confirmed (bisect.json answer.culprit)
-  2    no usable board, or none left (the state is kept: run it again)
-  3    bad usage, configuration or input
-  4    a range: skipped candidates, an unconfirmed culprit, factors that fail only together,
-       or changed elements without candidates (without any, no board is used)
-  5    not reproduced (a good run failed or a bad one passed: flaky; latency: not slower)
-  6    not bisectable: the latency shift is smaller than the noise (figures in bisect.json)
-  130  interrupted: run the same command again to go on"""
+
+def epilog() -> str:
+    """The examples and the exit codes (hil/bisect/answers.py, and 3: bad usage)."""
+    from hil.bisect.answers import MEANINGS
+    from hil.verdict import EXIT_USAGE
+
+    codes = {**MEANINGS, EXIT_USAGE: "bad usage, configuration or input"}
+    lines = [textwrap.fill(meaning, 92, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7)
+             for code, meaning in sorted(codes.items())]
+    return ("examples:\n" + "".join(f"  {example}\n" for example in EXAMPLES) + "\nexit codes:\n"
+            + "\n".join(lines))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from hil.bisect import stats
+from hil.bisect.answers import CULPRIT, NOT_BISECTABLE, NOT_REPRODUCED, RANGE
 from hil.bisect.boards import BoardRun
 from hil.bisect.candidates import Candidate
 from hil.bisect.journal import Journal
-from hil.bisect.search import CULPRIT, NOT_BISECTABLE, NOT_REPRODUCED, RANGE, Bisection, Settings
+from hil.bisect.search import Bisection, Settings
 from hil.bisect.tuple import changes, read_tuple
 from hil.errors import UsageError
 
