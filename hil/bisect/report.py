@@ -127,16 +127,25 @@ def markdown(doc: dict[str, Any]) -> str:
     if regression:
         lines += ["", f"Regression: {regression['good_median_ms']:.3f} → "
                   f"{regression['bad_median_ms']:.3f} ms (p50), noise {regression['noise_ms']:.3f} ms "
-                  f"(half the IQR), p = {regression['p']:.2g}"]
+                  f"(half a good run's IQR), p = {regression['p']:.2g}"]
+    latency = cases["metric"] == "latency"
     for name, rows in doc["candidates"].items():
+        measure = "p50 ms of each run" if latency else "failed runs"
         lines += ["", f"### {name} candidates", "",
-                  "| # | candidate | state | runs | failed | p50 ms | note |",
-                  "| ---: | --- | --- | ---: | ---: | --- | --- |"]
+                  f"| # | candidate | state | runs | {measure} | note |",
+                  "| ---: | --- | --- | ---: | --- | --- |"]
         for row in rows:
+            if row["state"] == "untested":
+                continue
             p50 = ", ".join(f"{v:.3f}" for v in row["p50_ms"]) or "-"
-            note = row.get("reason") or (row.get("judgement") or {}).get("vs_good") or ""
+            measured = p50 if latency else str(row["failed_runs"])
+            judged = (row.get("judgement") or {}).get("vs_good")
+            note = row.get("reason") or judged or row.get("subject") or ""
             lines.append(f"| {row['index']} | {cell(row['label'], 60)} | {row['state']} | "
-                         f"{len(row['runs'])} | {row['failed_runs']} | {p50} | {cell(str(note), 200)} |")
+                         f"{len(row['runs'])} | {measured} | {cell(str(note), 200)} |")
+        untested = sum(row["state"] == "untested" for row in rows)
+        if untested:
+            lines.append(f"\n{untested} of {len(rows)} candidates needed no run.")
     lines += ["", f"{doc['runs']['total']} board run(s) in {doc['rounds']['total']} round(s) "
               f"({', '.join(f'{k} {v}' for k, v in doc['rounds']['by_phase'].items())}); each run's "
               "results.json is under runs/."]
@@ -173,7 +182,10 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
         axes.annotate(f" culprit {culprit['label']}", (culprit["index"], axes.get_ylim()[1]), va="top",
                       fontsize=8, color="tab:red")
     axes.set_xlabel(f"{name} candidate (0: GOOD's build)")
-    axes.set_ylabel("p50 ms per run" if latency else "run failed (1) / passed (0)")
+    axes.set_ylabel("p50 ms per run" if latency else "each run")
+    if not latency:
+        axes.set_yticks([0.0, 1.0], ["passed", "failed"])
+        axes.set_ylim(-0.3, 1.3)
     axes.set_title(f"hil bisect: {doc['answer']['kind']}", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
