@@ -94,9 +94,12 @@ def _suites_of(document: dict[str, Any]) -> list[str]:
     return found or ["smoke"]
 
 
-def _cases(options: BisectOptions, bad: dict[str, Any], keys: list[str]) -> tuple[list[Any], list[str]]:
-    """The bisected cases as this hil defines them, and the suites they came from."""
+def _cases(options: BisectOptions, bad: dict[str, Any],
+           keys: list[str]) -> tuple[list[Any], list[str], dict[str, str]]:
+    """The bisected cases as this hil defines them, the suites they came from, and the digest
+    of this hil's definitions of BAD's planned cases per suite (results.json `run.suites`)."""
     from hil.cases import expand_precisions, load_suite
+    from hil.run.records import suite_digests
 
     suites = list(options.suites) or _suites_of(bad)
     cases = []
@@ -107,7 +110,30 @@ def _cases(options: BisectOptions, bad: dict[str, Any], keys: list[str]) -> tupl
     if missing:
         raise UsageError(f"case {missing[0]} of BAD is not in the suites {', '.join(suites)} "
                          "(name them with --suite)")
-    return [by_key[key] for key in keys], suites
+    planned = set(bad["run"].get("planned") or keys)
+    current = suite_digests([case for case in cases if case.key in planned])
+    return [by_key[key] for key in keys], suites, {name: entry["digest"] for name, entry in current.items()}
+
+
+def _suite_notes(changed: list[Change], current: dict[str, str]) -> list[str]:
+    """What this hil's suite definitions are, when GOOD's and BAD's differ: every board run
+    uses this hil's, so the confirmation's good runs run BAD's definitions when they are its."""
+    notes = []
+    for change in changed:
+        if change.element != "suites":
+            continue
+        for suite, bad_digest in (change.bad or {}).items():
+            good_digest = (change.good or {}).get(suite)
+            mine = current.get(suite)
+            if good_digest == bad_digest:
+                continue
+            whose = ("BAD's" if mine == bad_digest else "GOOD's" if mine == good_digest
+                     else "neither GOOD's nor BAD's")
+            notes.append(f"suites: {suite}'s case definitions changed between GOOD and BAD; this hil's "
+                         f"are {whose}, and every board run uses them"
+                         + (": a good run that fails points at the definitions' change"
+                            if mine == bad_digest else ""))
+    return notes
 
 
 def _boards_of(document: dict[str, Any], keys: list[str]) -> set[str]:
@@ -215,14 +241,14 @@ def bisect(options: BisectOptions, stop: Stop, say: Callable[[str], None]) -> Ou
     """The whole bisection (module docstring); its exit code and bisect.json."""
     good_doc, bad_doc = load_results(options.good), load_results(options.bad)
     selection = select(good_doc, bad_doc, list(options.filters), options.threshold, options.min_delta_ms)
-    cases, suites = _cases(options, bad_doc, selection.keys)
+    cases, suites, current_suites = _cases(options, bad_doc, selection.keys)
     good = read_tuple(good_doc, _boards_of(good_doc, selection.keys))
     bad = read_tuple(bad_doc, _boards_of(bad_doc, selection.keys))
     sources = {"firmware": "--firmware-builds" if options.firmware_builds else None,
                "runner": "--runner-repo" if options.runner_repo else None,
                "python": "--wheels" if options.wheels else "--index-url" if options.index_url else None}
     changed = changes(good, bad, {k: v for k, v in sources.items() if v})
-    notes = [*good.notes, *bad.notes]
+    notes = [*good.notes, *bad.notes, *_suite_notes(changed, current_suites)]
     flow, chipset = bad_doc["run"].get("flow") or "xnnpack", bad_doc["run"].get("chipset") or "E9955"
     request = {"suites": suites, "keys": selection.keys, "flow": flow, "chipset": chipset,
                "pretrained": options.pretrained}

@@ -69,3 +69,23 @@ def test_an_out_folder_of_another_bisection_is_refused(tmp_path: Path, capsys: p
     code = main(["bisect", "--good", str(good), "--bad", str(bad), "--out", str(tmp_path / "out"),
                  "--firmware-builds", str(tmp_path / "fw")])
     assert code == 3 and "holds another bisection" in capsys.readouterr().err
+
+
+def test_changed_suite_definitions_are_named_with_whose_this_hil_runs(tmp_path: Path) -> None:
+    """GOOD and BAD record different digests of the smoke suite; this hil's definitions are
+    BAD's: the answer says the definitions changed and that every run uses BAD's."""
+    import json
+
+    from hil.cases import load_suite
+    from hil.run.records import suite_digests
+
+    mine = suite_digests([c for c in load_suite("smoke") if c.key == "smoke.fp32.add"])["smoke"]["digest"]
+    good, bad = _night(tmp_path, "good", "PASS"), _night(tmp_path, "bad", "FAIL_MISMATCH")
+    for path, digest in ((good, "0" * 64), (bad, mine)):
+        document = json.loads(path.read_text())
+        document["run"]["suites"] = {"smoke": {"digest": digest, "cases": 1}}
+        save_results(document, path)
+    assert main(["bisect", "--good", str(good), "--bad", str(bad), "--out", str(tmp_path / "out")]) == 4
+    doc = json.loads((tmp_path / "out" / "bisect.json").read_text())
+    assert [(c["element"], c["bisected"]) for c in doc["changed"]] == [("suites", False)]
+    assert any("smoke's case definitions changed" in note and "are BAD's" in note for note in doc["notes"])
