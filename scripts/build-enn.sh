@@ -7,7 +7,8 @@
 #            -Werror, and GCC warns where clang does not
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
 #            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
-#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
+#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256,
+#            the ExecuTorch commit it was built from):
 #              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels,
 #                        in build.sh's own folder WORK/build_samsung_android
 #              hil       (default) the same configure plus the XNNPACK delegate and the quantized
@@ -270,8 +271,10 @@ if [ "$build" = android ] || [ "$build" = all ]; then
     note "warning: no link line of enn_executor_runner found: its sidecar names the profile only"
   fi
   digest=$(sha256sum "$out/runner/enn_executor_runner" | cut -d' ' -f1)
-  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "built_by": "scripts/build-enn.sh"%s\n}\n' \
-    "$runner_profile" "$digest" "$ref" "$contents" > "$out/runner/enn_executor_runner.profile.json"
+  # the commit it was built from: `hil bisect` bisects runner builds between two of them
+  commit=$(git -C "$work" rev-parse HEAD 2>/dev/null || true)
+  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "commit": "%s",\n  "built_by": "scripts/build-enn.sh"%s\n}\n' \
+    "$runner_profile" "$digest" "$ref" "$commit" "$contents" > "$out/runner/enn_executor_runner.profile.json"
 fi
 
 cd "$out" && pwd

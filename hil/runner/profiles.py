@@ -242,6 +242,24 @@ def sidecar_profile(runner: Path) -> tuple[RunnerProfile | None, str]:
     return as_built(PROFILES[name], data, path.name), f"sidecar {path.name}"
 
 
+def runner_identity(runner: Path) -> dict[str, str | None]:
+    """results.json `run.boards[].runner`: the runner file a board runs, by its `file` name and
+    `sha256`, with the `commit` it was built from, its `profile` and `built_by` as its sidecar
+    states them (None where there is no sidecar, or it describes another binary)."""
+    digest = hashlib.sha256(runner.read_bytes()).hexdigest()
+    record: dict[str, str | None] = {"file": runner.name, "sha256": digest, "commit": None,
+                                     "profile": None, "built_by": None}
+    try:
+        data = json.loads(sidecar_path(runner).read_text())
+    except (OSError, ValueError):
+        return record
+    if isinstance(data, dict) and data.get("sha256") == digest:
+        for key in ("commit", "profile", "built_by"):
+            value = data.get(key)
+            record[key] = value if isinstance(value, str) and value else None
+    return record
+
+
 def choose_profile(
     declared: str | None,
     inventory: str | None,

@@ -248,9 +248,9 @@ class VirtualBoard:
         self.device.log(f"enn_executor_runner pid {pid}: start in {cwd}", tag="enn")
         if self.console is not None:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
-        slow = self.faults.state("slow", on="exec")
+        states = [self.faults.state("slow", on="exec"), self.faults.state("jitter")]
         try:
-            return self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
+            return self.fire_threadsafe("exec") + [state for state in states if state is not None]
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []

@@ -348,3 +348,22 @@ def test_the_hook_links_the_runners_own_project_and_its_link_txt_says_so(tmp_pat
     link = (build / "CMakeFiles" / "enn_executor_runner.dir" / "link.txt").read_text()
     for library in ("libenn_backend.a", "libportable_ops_lib.a", "libxnnpack_backend.a", "libquantized_ops_lib.a"):
         assert library in link
+
+
+def test_the_sidecar_records_the_commit_the_runner_was_built_from(fakes: dict[str, Path]) -> None:
+    """`hil bisect` bisects runner builds between the commits results.json records (through
+    the sidecar: hil/runner/profiles.py runner_identity)."""
+    from hil.runner.profiles import runner_identity
+
+    git = ["git", "-C", str(fakes["work"]), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "fake checkout"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    done = build_android(fakes)
+    assert done.returncode == 0, done.stderr
+    runner = fakes["out"] / "runner" / "enn_executor_runner"
+    identity = runner_identity(runner)
+    assert (identity["commit"], identity["profile"], identity["built_by"]) == (head, "hil", "scripts/build-enn.sh")
+    runner.write_bytes(runner.read_bytes() + b"\0")  # another binary: the sidecar is not its own
+    assert runner_identity(runner)["commit"] is None
