@@ -56,13 +56,18 @@ def render(reference: dict, cases: list, installed: dict) -> str:
         "",
         "## Ops with a test file, per version",
         "",
-        "| version | ops beyond the table |",
+        "Ops a version's tests cover beyond the table (in bold: new in that version; `amax` is a",
+        "primitive of the yolo26 model tests).",
+        "",
+        "| version | ops |",
         "|---|---|",
     ]
-    table = set(reference["op_support_table"]["ops"])
+    before: set[str] = set(reference["op_support_table"]["ops"])
     for v, ops in reference["test_tree_ops"].items():
-        extra = sorted(set(ops) - table) + sorted(reference.get("model_primitives", {}).get(v, {}))
-        lines.append(f"| `{v}` | {', '.join(f'`{op}`' for op in extra)} |")
+        extra = sorted(set(ops) - set(reference["op_support_table"]["ops"])) + sorted(
+            reference.get("model_primitives", {}).get(v, {}))
+        lines.append(f"| `{v}` | {', '.join(f'`{op}`' if op in before else f'**`{op}`**' for op in extra)} |")
+        before |= set(extra)
     by_test: dict[tuple[str, str], list[str]] = defaultdict(list)
     for case in cases:
         for tag in case.tags:
