@@ -15,7 +15,8 @@ downloaded on the machines this runs on), then made to do its task on the genera
    of the case's dataset, never the evaluated or calibration ones): classifiers' 10-class
    heads to the images' labels, DeepLabV3's 1x1 classifier to the scenes' masks, EDSR's
    tail conv to the high-resolution images, Wav2Letter's last conv to the vowels of the
-   generated speech, MobileBERT's decoder to the masked tokens. The fp32 model then
+   generated speech, MobileBERT's decoder to the masked tokens and its sequence classifier
+   to the generated sentences' labels (`hil.cases.models.bert`). The fp32 model then
    decides with margins like a trained network's, and the checkers' agreement with fp32
    measures the quantization, not noise; every checker records the fp32 margin it saw.
 
