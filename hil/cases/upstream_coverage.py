@@ -195,7 +195,8 @@ def compare_case(case: Case, first: Lowering, second: Lowering, defaults: tuple[
         found.append(f"module classes {ours.classes}, upstream {theirs.classes}")
     if ours.signature != theirs.signature:
         found.append(f"ops {ours.signature}, upstream {theirs.signature}")
-    found += _parameters(ours.constants, theirs.constants, _graph(second.module, second.inputs).constants)
+    if ours.constants or theirs.constants:
+        found += _parameters(ours.constants, theirs.constants, _graph(second.module, second.inputs).constants)
     if first.compared and not first.quantized and case.precision == "fp32":
         found += [t for t in [_tolerance(case, first.atol, first.rtol, defaults)] if t]
     return found
