@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hil.fields import Field, names
+from hil.lower import FLOWS
 from hil.verdict import EXPECTABLE, Verdict
 
 XPASS_MESSAGE = "unexpectedly passed: remove the expectation"
@@ -30,6 +31,9 @@ EXPECT_FIELDS = (
           required=True),
     Field("reason", "string", "one line: why it fails", required=True),
     Field("link", "string", "one line: an issue URL or a path", default='""'),
+    Field("flows", "list of flows", "the lowering flows (enn, xnnpack, portable) the failure is "
+          "known on; on another flow the case is judged as if it declared nothing",
+          default="every flow"),
 )
 """A manifest case's `expect:` mapping."""
 
@@ -44,23 +48,33 @@ class Expectation:
     """Why, in one line (shown in JUnit's `<skipped>` and the reports)."""
     link: str = ""
     """Where it is tracked or explained (an issue, a repro script), if anywhere."""
+    flows: tuple[str, ...] = ()
+    """The lowering flows the failure is known on (a bug of one flow's lowering); empty: every
+    flow. On another flow the expectation does not apply (`holds_on`)."""
+
+    def holds_on(self, flow: str) -> bool:
+        """Whether the known failure is expected on `flow`."""
+        return not self.flows or flow in self.flows
 
     def describe(self) -> str:
         """`reason (link)`, or the reason alone."""
         return f"{self.reason} ({self.link})" if self.link else self.reason
 
-    def record(self) -> dict[str, str]:
+    def record(self) -> dict[str, Any]:
         """The `expected` entry of a results record."""
-        return {"verdict": self.verdict.value, "reason": self.reason, "link": self.link}
+        record: dict[str, Any] = {"verdict": self.verdict.value, "reason": self.reason, "link": self.link}
+        if self.flows:
+            record["flows"] = list(self.flows)
+        return record
 
 
 def parse_expectation(raw: Any) -> Expectation:
     """An Expectation from a manifest's `expect` mapping; ValueError naming the key."""
     if not isinstance(raw, Mapping):
-        raise ValueError("expected a mapping {verdict, reason, link}")
+        raise ValueError("expected a mapping {verdict, reason, link, flows}")
     unknown = set(raw) - names(EXPECT_FIELDS)
     if unknown:
-        raise ValueError(f"{sorted(unknown)[0]}: unknown key (allowed: verdict, reason, link)")
+        raise ValueError(f"{sorted(unknown)[0]}: unknown key (allowed: verdict, reason, link, flows)")
     verdicts = [v.value for v in EXPECTABLE]
     if raw.get("verdict") not in verdicts:
         raise ValueError(f"verdict: expected one of {', '.join(verdicts)}, got {raw.get('verdict')!r}")
@@ -69,7 +83,11 @@ def parse_expectation(raw: Any) -> Expectation:
         raise ValueError("reason: required, one line of text saying why the case fails")
     if not isinstance(link, str) or "\n" in link:
         raise ValueError(f"link: expected one line of text (a URL or a path), got {link!r}")
-    return Expectation(Verdict(raw["verdict"]), reason.strip(), link.strip())
+    flows = raw.get("flows", [])
+    if (not isinstance(flows, list) or ("flows" in raw and not flows)
+            or any(flow not in FLOWS for flow in flows)):
+        raise ValueError(f"flows: expected a list of flows out of {', '.join(FLOWS)}, got {flows!r}")
+    return Expectation(Verdict(raw["verdict"]), reason.strip(), link.strip(), tuple(flows))
 
 
 def parse_skip(raw: Any) -> str:

@@ -277,7 +277,8 @@ def bisect(options: BisectOptions, stop: Stop, say: Callable[[str], None]) -> Ou
         return _report(options, Bisection([], settings, lambda jobs, number: []), answer, header, "complete")
     journal = Journal(options.out, identity)
     try:
-        return _with_boards(options, stop, say, selection, cases, factors, journal, header, flow, chipset)
+        return _with_boards(options, stop, say, selection, [case.on_flow(flow) for case in cases], factors,
+                            journal, header, flow, chipset)
     finally:
         journal.close()
 

@@ -114,9 +114,9 @@ _DROPPED_MAX = ("torch.export drops hardtanh's max_val when it is the default 1 
                 "and {} reads node.args[2]: IndexError")
 HARDTANH_FP32 = Expectation(
     Verdict.FAIL_LOWER,
-    _DROPPED_MAX.format("XNNPACK's HardTanhVisitor (the host flows' lowering; ENN's builder reads "
-                        "the default, so on flow enn the case passes: XPASS)"),
+    _DROPPED_MAX.format("XNNPACK's HardTanhVisitor"),
     "scripts/repro/xnnpack-hardtanh-default-max.py",
+    flows=("xnnpack",),
 )
 HARDTANH_A8W8 = Expectation(
     Verdict.FAIL_QUANTIZE,
@@ -124,7 +124,8 @@ HARDTANH_A8W8 = Expectation(
     "scripts/repro/enn-quantizer-hardtanh-default-max.py",
 )
 """Upstream main's Hardtanh(0, 1) meets two bugs of ExecuTorch 1.5.1 (upstream tests it at
-fp32, on flow enn only)."""
+fp32, on flow enn only): XNNPACK's lowering (flow xnnpack only: ENN's builder reads the default
+and flow portable delegates nothing) and EnnQuantizer (every flow's A8W8)."""
 
 TIED_INDICES = ("int8 values tie, and tied values have no unique index order: the A8W8 indices "
                 "mean nothing (the values-only case is the A8W8 topk)")

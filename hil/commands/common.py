@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from hil.errors import UsageError
+from hil.lower import FLOWS
 
-FLOW_CHOICES = ("auto", "enn", "xnnpack", "portable")
+FLOW_CHOICES = ("auto", *FLOWS)
 CHIPSET_CHOICES = ("E9955", "E9965")
 DRIFT_FLOOR_DB = 20.0
 """`hil localize --against fp32`: default SQNR floor of a node against fp32."""

@@ -21,7 +21,7 @@ def cmd_lower(args: argparse.Namespace) -> int:
     cases, _ = select_cases(args)
     flow = lowering_flow(args.flow)
     failed = 0
-    for index, case in enumerate(cases):
+    for index, case in enumerate([each.on_flow(flow) for each in cases]):
         folder = Path(args.out) / f"c{index:04d}"
         try:
             artifact = build_artifact(case, flow, args.chipset, folder)

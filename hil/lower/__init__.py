@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from hil.verdict import Verdict
 
+FLOWS = ("enn", "xnnpack", "portable")
+"""Every lowering flow hil knows (hil/lower/flows.py lowers for each)."""
+
 
 class LoweringFailed(Exception):
     """A stage failed; `verdict` names it (FAIL_EXPORT, FAIL_QUANTIZE, FAIL_LOWER), or the

@@ -7,9 +7,6 @@ from typing import Any
 
 import torch
 
-FLOWS = ("enn", "xnnpack", "portable")
-"""Every lowering flow hil knows."""
-
 
 @dataclass(frozen=True)
 class Lowered:

@@ -22,7 +22,7 @@ class RunOptions:
     cases: tuple[Case, ...]
     boards: tuple[BoardSpec, ...]
     flow: str
-    """The flow asked for: `auto` or one of hil.lower.flows.FLOWS; the run chooses and checks
+    """The flow asked for: `auto` or one of hil.lower.FLOWS; the run chooses and checks
     it against every board's runner once the boards are up, before lowering anything."""
     chipset: str
     out_dir: Path

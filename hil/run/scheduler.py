@@ -87,6 +87,8 @@ class Run:
         self.interrupted = False
         self.flow: str | None = None
         """The flow the run lowers with (chosen in `execute`)."""
+        self.cases = list(options.cases)
+        """The cases as the chosen flow judges them (`Case.on_flow`, once the flow is chosen)."""
         self.run_id = new_run_id()
         entries = list(options.inventory) or (from_specs(options.boards) if options.boards else [])
         sources = ([StaticSource(entries)] if entries or not options.sources else []) + list(options.sources)
@@ -195,6 +197,7 @@ class Run:
         sdk = enn_problem() if requested in ("auto", "enn") else None
         self.flow, reason = choose_flow(requested, self.pool.runners(), precisions, sdk)
         self.recorder.update_run(flow=self.flow, flow_reason=reason)
+        self.cases = [case.on_flow(self.flow) for case in self.options.cases]
         log.info("flow %s (%s)", self.flow, reason)
         if self.on_flow is not None:
             self.on_flow(self.flow, reason)
@@ -207,7 +210,7 @@ class Run:
 
     def _fail_unlowered(self, reason: str, lowered: bytearray | None = None) -> None:
         """Record as unrun every case the lowering has not handed over (`lowered[i]` set)."""
-        for index, case in enumerate(self.options.cases):
+        for index, case in enumerate(self.cases):
             if lowered is None or not lowered[index]:
                 self.recorder.add(case_record(case, verdict=Verdict.ERROR_INFRA.value, message=reason))
 
@@ -217,7 +220,7 @@ class Run:
         from hil.lower.pool import lower_cases
 
         assert self.flow is not None
-        cases = self.options.cases
+        cases = self.cases
         cache = ArtifactCache(self.options.cache_dir) if self.options.cache_dir else None
         # once every board is out, what is still to lower would only be recorded unrun
         lowering_stop = StopWhen(self.stop, lambda: not self.pool.any_left())
