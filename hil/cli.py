@@ -216,11 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--out", required=True, metavar="PATH", help="merged results.json")
     merge.add_argument("--junit", metavar="PATH", help="write JUnit XML of the merge here")
 
-    compare = sub.add_parser("compare", help="latency and accuracy regressions between runs")
-    compare.add_argument("base", metavar="BASE_JSON")
-    compare.add_argument("new", metavar="NEW_JSON")
-    compare.add_argument("more", nargs="*", metavar="MORE_JSON",
-                         help="further results files for the --plot trend")
+    compare = sub.add_parser("compare", help="latency and accuracy regressions between runs: the "
+                                             "first file is the base, the last the new run")
+    compare.add_argument("base", metavar="BASE_JSON",
+                         help="the base run (the first file: with a glob, the oldest)")
+    compare.add_argument("more", nargs="*", metavar="JSON",
+                         help="runs between base and new: only the --plot trend draws them")
+    compare.add_argument("new", metavar="NEW_JSON",
+                         help="the new run (the last file): the table and the exit code compare "
+                              "it with BASE_JSON")
     add_regression_options(compare)
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
     compare.add_argument("--allow-missing", action="store_true",

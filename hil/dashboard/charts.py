@@ -50,14 +50,11 @@ def trend_svg(lane: Lane, nights: Sequence[tuple[str, dict[str, Any]]], flags: S
     chosen = set(cases)
     inputs = [(Path(night), {**document, "cases": [c for c in document["cases"] if case_key(c) in chosen]})
               for night, document in nights]
-    figure, _ = trend_figure(inputs)
-    axes = figure.axes[0]
     position = {night: x for x, (night, _) in enumerate(nights)}
-    rings = [(position[f.night], f.latency_ms[1]) for f in flags if f.night in position and f.key in chosen]
-    if rings:
-        axes.scatter([x for x, _ in rings], [y for _, y in rings], s=220, facecolors="none",
-                     edgecolors="red", linewidths=2, zorder=5, label="latency regression (hil compare)")
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    rings = [(position[f.night], f.key, f.latency_ms[1]) for f in flags
+             if f.night in position and f.key in chosen]
+    figure, _ = trend_figure(inputs, rings=rings)
+    axes = figure.axes[0]
     ticks = axes.get_xticklabels()
     colours = [tick.get_color() for tick in ticks]
     axes.set_xticks(range(len(nights)), [night[5:] for night, _ in nights], rotation=45, fontsize=7)
