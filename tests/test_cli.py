@@ -45,7 +45,7 @@ def test_the_actions_launcher_needs_only_docker_and_numpy():
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--suite", "nope"], "--suite: unknown suite 'nope'"),
+        (["--suite", "nope"], "--suite nope: no such suite (built-in: "),
         (["--chipset", "E1234"], "--chipset: unknown value 'E1234'"),
         (["--board", "bad board!"], "--board: 'bad board!' is not virtual"),
         (["--board", "virtual:0"], "--board: 'virtual:0'"),

@@ -51,8 +51,8 @@ from typing import Any
 import yaml
 
 from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, INPUT_DTYPES, PRECISIONS, Case, InputSpec
-from hil.document import item_lines, load_document
-from hil.errors import UsageError, Where
+from hil.document import item_lines, load_document, yaml_error_line
+from hil.errors import UsageError, Where, cause_in_words, unknown_name
 from hil.expectation import parse_expectation, parse_skip
 from hil.verdict import Tolerance
 
@@ -74,14 +74,15 @@ def load_manifest(path: Path) -> list[Case]:
     try:
         text = path.read_text(encoding="utf-8")
         lines, data = item_lines(text, "cases"), load_document(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: not a readable YAML manifest: {first}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{yaml_error_line(path, exc)} (not a readable YAML manifest)") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable YAML manifest: {cause_in_words(exc)}") from exc
     if not isinstance(data, dict):
         raise where.error("top level", "expected a mapping with a 'cases' list")
     unknown = set(data) - {"suite", "cases", "latency"}  # latency: hil/latency_plan.py
     if unknown:
-        raise where.error(sorted(unknown)[0], "unknown field (allowed: suite, cases, latency)")
+        raise where.error(sorted(unknown)[0], unknown_name(sorted(unknown)[0], ("suite", "cases", "latency")))
     suite = data.get("suite", path.stem)
     if not isinstance(suite, str) or not suite.strip():
         raise where.error("suite", "expected a non-empty string")
@@ -108,7 +109,7 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
     where = Where(path, f"cases[{index}] ({case_id})")
     unknown = set(entry) - _CASE_FIELDS
     if unknown:
-        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {sorted(_CASE_FIELDS)})")
+        raise where.error(sorted(unknown)[0], unknown_name(sorted(unknown)[0], _CASE_FIELDS))
     kwargs = entry.get("kwargs", {})
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise where.error("kwargs", "expected a mapping of keyword arguments")
