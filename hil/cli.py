@@ -237,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_dashboard_arguments(dashboard)
 
-    boards = sub.add_parser("boards", help="list the boards; --check: preflight them")
+    boards = sub.add_parser("boards", help="list the boards (alone: those the default adb server "
+                                           "sees, and LG_COORDINATOR's places); --check: preflight them",
+                            epilog="exit codes: 0 listed (or all checks passed), 2 an adb server or "
+                                   "the coordinator does not answer, or a board has a problem "
+                                   "(--check), 3 bad usage")
     boards.add_argument("--inventory", metavar="FILE", help="board inventory YAML")
     boards.add_argument("--board", action="append", default=[], metavar="SPEC",
                         help="an inventory board's name, or virtual, an adb serial, HOST:PORT")
