@@ -31,7 +31,7 @@ FILLED_BANDS = 5
 """Series whose p10-p90 bands are drawn as filled areas; above it, as bars beside the points."""
 MAX_LABELS = 12
 """Tick labels written at most (the others' ticks stay, unlabelled)."""
-SPREAD = 0.5
+SPREAD = 0.4
 """The width along x over which the series' points and bars are spread when bands are bars."""
 RING = {"s": 220, "facecolors": "none", "edgecolors": "red", "linewidths": 2, "zorder": 5}
 """How a regression is ringed (here and in the dashboard's trend)."""
