@@ -61,8 +61,8 @@ def trend_svg(lane: Lane, nights: Sequence[tuple[str, dict[str, Any]]], flags: S
     time, when all fall on one night), each flagged regression ringed in red; a sentence when
     there is one point in time only."""
     if len(nights) < 2:
-        return sentence("One run of this chipset, flow and precision: a trend needs two. Its "
-                        "latencies are in the table below.")
+        return sentence("One point in time for this chipset, flow and precision: a trend needs "
+                        "two. Its latencies are in the table below.")
     per_run = len(nights[0][0]) > 10
     chosen = set(cases)
     inputs = [(Path(night), {**document, "cases": [c for c in document["cases"] if case_key(c) in chosen]})
