@@ -10,6 +10,7 @@ import pytest
 from junitparser import JUnitXml
 
 from tests.junit_schema import assert_valid_junit
+from tests.results_schema import assert_valid_results
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -36,6 +37,7 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
     done, junit, results = smoke_run
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(results.read_text())
+    assert_valid_results(doc)
     assert doc["run"]["status"] == "complete"
     assert doc["run"]["virtual"] is True and doc["run"]["flow"] == "xnnpack"
     assert [b["chipset"] for b in doc["run"]["boards"]] == ["E9955"]

@@ -52,16 +52,19 @@ class Failed(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="hil's devicefarm-cli: one board of the lab held per session "
-        "(HIL_DEVICEFARM_SESSION) for upstream ExecuTorch's Samsung tests",
-    )
+    from hil.commands.help import apply_to
+    from hil.commands.manual import DEVICEFARM_CLI
+
+    parser = apply_to(argparse.ArgumentParser(prog=PROG), DEVICEFARM_CLI)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("-Q", dest="enqueue", action="store_true", help="request a board (HIL_BOARD)")
     group.add_argument("-C", dest="check", action="store_true", help="is a board assigned?")
-    group.add_argument("-E", dest="execute", nargs="+", metavar="CMD", help="run CMD on the board")
-    group.add_argument("-U", dest="upload", nargs=2, metavar=("SRC", "DIR"), help="push a file")
-    group.add_argument("-D", dest="download", nargs=2, metavar=("SRC", "DST"), help="pull a folder")
+    group.add_argument("-E", dest="execute", nargs="+", metavar="CMD",
+                       help="run CMD through the board's shell; exit with its status")
+    group.add_argument("-U", dest="upload", nargs=2, metavar=("SRC", "DIR"),
+                       help="push the host file SRC into the board's folder DIR")
+    group.add_argument("-D", dest="download", nargs=2, metavar=("SRC", "DST"),
+                       help="pull the board's folder SRC to DST/<basename of SRC>/")
     group.add_argument("-d", dest="disconnect", action="store_true", help="release the board")
     return parser
 

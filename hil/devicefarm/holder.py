@@ -54,7 +54,7 @@ class RequestFailed(Exception):
 
 
 def _exec(board: AdbBoard, command: str, timeout_s: float) -> dict[str, Any]:
-    """`command` as given, through the board's shell (upstream's strings: see the README)."""
+    """`command` as given, through the board's shell (upstream's strings: docs/guides/upstream-tests.md)."""
     from hil.board.connection import shell_v2
     from hil.board.watchdog import bounded
 

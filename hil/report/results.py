@@ -35,7 +35,7 @@ cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (p
 `run.boards[].device_time` (a virtual board in the off-host measuring mode) and `case_lines`
 (true when each case is on a line of its own: see the module docstring), `run.capacity_lost`
 and each board record's `board_seconds_out` (the capacity lost to recovery), all optional
-(docs/results-json.md)."""
+(hil/report/results.schema.json)."""
 READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
@@ -129,7 +129,7 @@ def atomic_writer(path: Path, durable: bool = True) -> Iterator[TextIO]:
     error, so that a reader sees the old or the new file, whole: a temporary file in the
     same folder, `os.replace`; on an error `path` is left as it was. `durable`: fsync the
     file before and the folder after, so that it survives a power cut too; a run's rewrites
-    at checkpoints skip that (about 10 ms per file here: `scripts/bench.py`), since the
+    at checkpoints skip that (about 10 ms per file on ext4: `scripts/bench.py`), since the
     rename alone survives the process being killed, and the run's last writes are durable."""
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

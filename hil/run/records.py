@@ -1,5 +1,5 @@
 """What a run writes about itself and its cases: the `run` block's fields known at the start,
-and the case record of results.json (docs/results-json.md)."""
+and the case record of results.json (hil/report/results.schema.json)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def versions() -> dict[str, str | None]:
 
 
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
-    """A results.json case entry (docs/results-json.md), its verdict settled against the
+    """A results.json case entry (hil/report/results.schema.json), its verdict settled against the
     case's known failure, if it declares one (XFAIL / XPASS)."""
     record: dict[str, Any] = {
         "suite": case.suite,

@@ -1,7 +1,7 @@
 """The runner profiles' build: scripts/hil-runner.cmake with the real cmake, and build-enn.sh's
 android steps against a FAKE ExecuTorch checkout, a FAKE NDK and a FAKE cmake (the real
-build needs the LITECORE SDK, ExecuTorch's submodules and NDK r28c: none exist here, so the
-Android build of either profile has NOT run on this machine)."""
+build needs the LITECORE SDK, ExecuTorch's submodules and NDK r28c: none exist on the test
+hosts, so the Android build of either profile has NOT run in these tests)."""
 
 from __future__ import annotations
 
