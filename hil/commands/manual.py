@@ -174,7 +174,7 @@ COMPARE = CommandHelp(
         newest); without --plot they are not read for the table.""",
     examples=(
         "hil compare base/results.json new/results.json",
-        "hil compare nights/*/E9955/results.json --plot trend.png --threshold 5%",
+        "hil compare mon.json tue.json wed.json --plot trend.png --threshold 5%",
     ),
     exit_codes=(
         (EXIT_OK, "no regression and no case of BASE missing"),
