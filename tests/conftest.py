@@ -29,6 +29,8 @@ LONG_TESTS: dict[str, int] = {
     "tests/board/test_lease.py": 900,  # whole `hil run`s waiting on each other's leases
     "tests/workflow/": 900,  # the action's steps, each a whole `hil run` (module fixtures)
     "tests/provision/": 900,  # reboots into the bootloader and back, fastboot's waits
+    "tests/docs/test_getting_started.py": 900,  # the page's every command: a cold lowering, runs
+    "tests/pool/test_labgrid": 900,  # a coordinator, exporters (over sshd too) and whole `hil run`s
 }
 """Per-test limits (seconds) above pytest-timeout's default (pyproject.toml: 300 s) for the
 tests known to be long, by path prefix; a `full` variant gets FULL_LIMIT_S. The limit covers a
