@@ -120,8 +120,11 @@ class PlainProgress:
             if self.lowering.finished:
                 return
             if time.monotonic() - self._last_line >= heartbeat_s:
-                self._write(f"{HEARTBEAT_PREFIX} {self.lowering.done}/{self.lowering.total} done "
-                            f"after {self.lowering.elapsed():.0f} s")
+                try:
+                    self._write(f"{HEARTBEAT_PREFIX} {self.lowering.done}/{self.lowering.total} "
+                                f"done after {self.lowering.elapsed():.0f} s")
+                except (ValueError, OSError):  # the stream was closed under it: nobody to tell
+                    return
 
     def on_lowered(self, lowering: Any) -> None:
         """Count it; write the lowering count with the case's name for a case lowered (not a

@@ -103,7 +103,9 @@ def test_terminal_gets_the_rich_bar_and_ci_gets_plain_lines_even_on_a_terminal(
     assert "smoke.fp32.conv2d" in shown and "smoke.fp32.add" in shown
     assert "2/2" in shown and "1 failed" in shown
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    assert isinstance(make_progress(2, stream), PlainProgress)
+    plain = make_progress(2, stream)
+    plain.close()  # its heartbeat ends with it, before the fixture closes the stream
+    assert isinstance(plain, PlainProgress)
 
 
 class _Lowered:
@@ -177,3 +179,12 @@ def test_terminal_shows_the_lowering_phase_before_any_case(
     progress.close()
     stream.flush()
     assert "lowered 2/2 (1 cache hit) in " in _drain(master)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_heartbeat_ends_quietly_when_its_stream_is_closed() -> None:
+    stream = io.StringIO()
+    progress = PlainProgress(3, stream, heartbeat_s=0.1)
+    stream.close()
+    progress._heartbeat.join()  # it ends on its own, without an exception in its thread
+    progress.close()
