@@ -18,8 +18,14 @@ TINY = REPO / "tests" / "fixtures" / "tiny.yaml"
 
 
 def _children(pid: int) -> list[int]:
+    """The children of `pid`; none when it ended while the tree was walked (a short-lived
+    child of the run's: its /proc folder goes between the listing and the read)."""
     found = []
-    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+    try:
+        listings = list(Path(f"/proc/{pid}/task").glob("*/children"))
+    except OSError:
+        return []
+    for listing in listings:
         try:
             found += [int(child) for child in listing.read_text().split()]
         except OSError:
