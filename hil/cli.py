@@ -39,6 +39,7 @@ COMMANDS = {
     "replicate": ("hil.replicate", "command"),
     "virtual-board": ("hil.virtual.main", "run"),
     "flash": ("hil.commands.flash", "cmd_flash"),
+    "bisect": ("hil.commands.bisect", "cmd_bisect"),
 }
 """Each sub-command's module and function, imported only when it is the one asked for."""
 LOCALIZE_OUT = "hil-localize"
@@ -85,8 +86,8 @@ def _add_selection(parser: argparse._ActionsContainer, one_case: bool = False) -
                         help="models suite: load published weights (default: seeded random init)")
     if one_case:
         parser.add_argument("--filter", action="append", required=True, metavar="GLOB",
-                            help="required: the case's id or suite.precision.id; the selection "
-                                 "must match exactly one case")
+                            help="the case's id or suite.precision.id; the selection must match "
+                                 "exactly one case")
     else:
         parser.add_argument("--filter", action="append", default=[], metavar="GLOB",
                             help="keep cases whose id or suite.precision.id matches; repeatable")
@@ -312,6 +313,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="wait this long for a board another run holds (default: 0)")
     _add_flash_timeout(flash)
     _add_adb_server(flash)
+
+    from hil.commands.bisect import add_arguments as add_bisect_arguments
+
+    bisect = add_command(sub, COMMAND_HELP["bisect"])
+    add_bisect_arguments(bisect)
+    _add_adb_server(bisect)
+    _add_labgrid(bisect)
+    _add_flash_timeout(bisect)
 
     doctor = add_command(sub, COMMAND_HELP["doctor"])
     from hil.doctor import add_arguments as add_doctor_arguments

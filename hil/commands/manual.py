@@ -5,6 +5,7 @@ its code, never copied from another command's."""
 
 from __future__ import annotations
 
+from hil.bisect import answers
 from hil.commands.help import CommandHelp
 from hil.verdict import EXIT_FAILED, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
@@ -352,10 +353,36 @@ DEVICEFARM_CLI = CommandHelp(
     ),
 )
 
+BISECT = CommandHelp(
+    name="bisect",
+    summary="find the first bad firmware build, runner commit or Python-side build between a "
+            "good and a bad run",
+    description="""
+Find the first bad firmware build, runner commit or Python-side build between two results
+files (a good night and a bad one) on the lab's own boards. Confirms the regression first
+(the good and the bad builds, three times each, interleaved on one board), isolates the
+factor whose change alone reproduces it, searches its candidates with every usable board
+(B boards test B candidates a round), then confirms the culprit (it fails three times, its
+parent passes three times; latency: significantly slower by half the regression).
+
+Wrong numbers take one run per candidate; latency is judged by Mann-Whitney and
+Kolmogorov-Smirnov on fresh runner launches. The state lives in --out: after an interruption
+(even kill -9) the same command goes on without repeating a completed run. Writes
+OUT/bisect.json, bisect.md, bisect.png and each board run's results.json under OUT/runs/.
+""",
+    examples=(
+        "hil bisect --good nights/11-20/results.json --bad nights/11-21/results.json "
+        "--inventory lab/boards.yaml --firmware-builds /srv/firmware --out hil-bisect",
+        "hil bisect --good good.json --bad bad.json --board virtual:3 --runner-repo ~/executorch "
+        "--runner-build 'scripts/build-runner.sh' --filter 'ops.fp32.conv*'",
+    ),
+    exit_codes=tuple(sorted({**answers.MEANINGS, EXIT_USAGE: USAGE}.items())),
+)
+
 COMMAND_HELP: dict[str, CommandHelp] = {
     record.name: record
     for record in (RUN, LOCALIZE, LOWER, LIST, REPORT, MERGE, COMPARE, DASHBOARD, BOARDS,
-                   FLASH, DOCTOR, REPLICATE, VIRTUAL_BOARD)
+                   FLASH, BISECT, DOCTOR, REPLICATE, VIRTUAL_BOARD)
 }
 """Every `hil` sub-command's record, in the order `hil --help` lists them."""
 SCRIPTS: dict[str, CommandHelp] = {DEVICEFARM_CLI.name: DEVICEFARM_CLI}

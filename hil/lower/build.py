@@ -14,7 +14,7 @@ import torch
 
 from hil.cases.case import Case, InputSpec
 from hil.cases.datasets import Samples
-from hil.lower import LoweringFailed
+from hil.lower import LoweringFailed, rig
 from hil.lower.artifact import TARGETS_FILE, Artifact, TensorMeta
 from hil.lower.flows import lower_program
 from hil.lower.quantize import CALIBRATION_SAMPLES, output_scales, quantize_a8w8
@@ -156,7 +156,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
         calibration = _stage(Verdict.FAIL_QUANTIZE, "calibration", times,
                              lambda: calibration_samples(case))
         module = _stage(Verdict.FAIL_QUANTIZE, "quantize", times,
-                        lambda: quantize_a8w8(fp32_module, inputs, calibration, flow != "enn"))
+                        lambda: quantize_a8w8(fp32_module, inputs, calibration, flow != "enn", case.qat))
         scales = output_scales(module)
     exported = _stage(
         Verdict.FAIL_EXPORT, "export", times, lambda: torch.export.export(module, inputs)
@@ -168,7 +168,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
             fp32_references = _stage(Verdict.FAIL_EXPORT, "reference_fp32", times,
                                      lambda: _flatten(fp32_module(*inputs)))
     lowered = _stage(
-        Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(exported, flow, chipset)
+        Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(rig.apply(exported), flow, chipset)
     )
     program = check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)

@@ -29,14 +29,15 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 4
+VERSION = 5
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
 cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (provisioning),
 `run.boards[].device_time` (a virtual board in the off-host measuring mode) and `case_lines`
 (true when each case is on a line of its own: see the module docstring), `run.capacity_lost`
-and each board record's `board_seconds_out` (the capacity lost to recovery), all optional
-(hil/report/results.schema.json)."""
-READABLE_VERSIONS = (1, 2, 3, 4)
+and each board record's `board_seconds_out` (the capacity lost to recovery); 5: the build
+tuple `hil bisect` reads: `run.executorch_git`, `run.packages`, `run.suites`, every board's
+`build` (expected or not) and `runner`; all optional (hil/report/results.schema.json)."""
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
@@ -378,6 +379,7 @@ RUN_FIELD_TYPES: dict[str, Any] = {
     "boards": _OBJECT_LIST, "command": list, "usable_boards": int, "shard": str, "id": str,
     "status": str, "flow": str, "chipset": str, "virtual": bool, "merged_from": _OBJECT_LIST,
     "planned": list, "missing_shards": list, "capacity_lost": dict,
+    "executorch_git": str, "packages": dict, "suites": dict,
 }
 """The types of the run fields the renderings read (None is allowed for each)."""
 CAPACITY_FIELD_TYPES: dict[str, Any] = {

@@ -70,3 +70,9 @@ def _sandboxed_child(bwrap_pid: int) -> int | None:
     except OSError:
         return None
     return int(children[0]) if children else None
+
+
+def shell_pid(bwrap_pid: int) -> int | None:
+    """The shell a sandbox runs (what adbd's forked child is on a board), or None once it has
+    ended."""
+    return _sandboxed_child(bwrap_pid)
