@@ -264,10 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--junit", metavar="PATH", help="write JUnit XML of the merge here")
 
     compare = add_command(sub, COMMAND_HELP["compare"])
-    compare.add_argument("base", metavar="BASE_JSON", help="the baseline run's results.json")
-    compare.add_argument("new", metavar="NEW_JSON", help="the results.json to judge against it")
-    compare.add_argument("more", nargs="*", metavar="MORE_JSON",
-                         help="further results files for the --plot trend")
+    compare.add_argument("base", metavar="BASE_JSON",
+                         help="the base run: the first file (with a glob over dated folders, the oldest)")
+    compare.add_argument("more", nargs="*", metavar="JSON",
+                         help="runs between base and new: only the --plot trend draws them")
+    compare.add_argument("new", metavar="NEW_JSON",
+                         help="the new run: the last file; the table and the exit code judge it "
+                              "against BASE_JSON")
     add_regression_options(compare)
     compare.add_argument("--plot", metavar="PNG", help="draw the latency trend of all files here")
     compare.add_argument("--allow-missing", action="store_true",

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.board.lease import DEFAULT_LEASE_DIR, ensure_lease_dir, lease_dir
-from hil.errors import InfraError, UsageError
+from hil.errors import InfraError, UsageError, cause_in_words
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ def _client() -> Any:
         client.ping()
     except DockerException as exc:
         raise InfraError(f"docker engine not reachable ({os.environ.get('DOCKER_HOST', 'default socket')}): "
-                         f"{exc}") from exc
+                         f"{cause_in_words(exc)}") from exc
     return client
 
 
@@ -268,7 +268,7 @@ def _build_buildkit(spec: BuildSpec, context: bytes, tag: str, on_log: LogSink, 
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
     except OSError as exc:
-        raise InfraError(f"cannot run {docker_cli}: {exc}") from exc
+        raise InfraError(f"cannot run {docker_cli}: {cause_in_words(exc)}") from exc
     assert process.stdin is not None and process.stdout is not None
     stdin = process.stdin
 

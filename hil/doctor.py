@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from hil import sdk
-from hil.errors import UsageError
+from hil.errors import UsageError, cause_in_words
 from hil.verdict import EXIT_USAGE
 
 ELF_MACHINE_AARCH64 = 0xB7
@@ -139,7 +139,7 @@ def check_adb(lab_server: str | None = None) -> Check:
         first = subprocess.run([path, "version"], capture_output=True, text=True, timeout=10,
                                check=False).stdout.splitlines()
     except (OSError, subprocess.SubprocessError) as exc:
-        return Check("adb", False, f"adb does not run: {exc}", "apt-get install adb")
+        return Check("adb", False, f"adb does not run: {cause_in_words(exc)}", "apt-get install adb")
     label = first[1] if len(first) > 1 else (first[0] if first else "version unknown")
     client = f"{path} ({label.strip()})"
     lab = server_choice(lab_server)
@@ -214,7 +214,7 @@ def check_docker() -> Check:
         server = client.version()
     except DockerException as exc:
         where = os.environ.get("DOCKER_HOST", "the default socket")
-        return Check("docker", False, f"no engine at {where}: {str(exc).splitlines()[0][:160]}",
+        return Check("docker", False, f"no engine at {where}: {cause_in_words(exc)[:160]}",
                      "start dockerd (or set DOCKER_HOST); only needed for hil replicate")
     return Check("docker", True, f"engine {server.get('Version', '?')} at "
                  f"{os.environ.get('DOCKER_HOST', 'the default socket')}")

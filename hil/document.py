@@ -18,6 +18,17 @@ LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML was built with it, else the pure-Python one."""
 
 
+def yaml_error_line(path: Any, exc: BaseException) -> str:
+    """One line for a document that cannot be read: `FILE: line 4, column 22: expected ',' or
+    ']', but got '}'` from PyYAML's mark and problem; the first line of anything else."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is not None and problem:
+        return f"{path}: line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    text = str(exc).strip()
+    return f"{path}: {text.splitlines()[0] if text else type(exc).__name__}"
+
+
 def load_document(text: str) -> Any:
     """The data of a YAML document; yaml.YAMLError when it is not one. JSON is read by json:
     YAML 1.1 reads JSON's `1e-3` as a string, json as the number JSON means."""

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from hil.document import load_document
-from hil.errors import UsageError, Where
+from hil.errors import UsageError, Where, unknown_name
 
 CV_LIMIT = 0.10
 """A case whose samples' coefficient of variation is above this is `unstable`."""
@@ -88,7 +88,7 @@ def parse_declaration(where: Where, raw: Any) -> dict[str, Any]:
     for key, value in raw.items():
         kind = _DECLARED_KEYS.get(key)
         if kind is None:
-            raise where.error(f"latency.{key}", f"unknown field (allowed: {', '.join(_DECLARED_KEYS)})")
+            raise where.error(f"latency.{key}", unknown_name(str(key), _DECLARED_KEYS))
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or (kind is int and not isinstance(value, int)) or value < _MINIMUM[key]:
             wanted = "an integer" if kind is int else "a number"

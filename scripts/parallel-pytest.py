@@ -9,7 +9,10 @@ Each gets every argument (`-q`, `--full`, `--durations=25`, `-k`...). Their line
 as they come, prefixed with the group's name; each process's closing report (FAILURES, the
 durations, the short summary) is held back and printed whole, unprefixed, when that process
 ends. The exit code is pytest's: 0 when all passed (or some collected nothing: `-k` may
-select tests of one group only), 5 when none collected a test, else the worst failure.
+select tests of one group only), 5 when none collected a test, else the worst failure. A
+process counts as green only when it exited 0 *and* printed pytest's closing summary line
+(`12 passed in 3.4s`): one that exited 0 without it (a test that called `os._exit(0)`) or
+whose exit code is unknown is a failure (UNFINISHED).
 
 usage: parallel-pytest.py [PYTEST_ARGS...]   (run from the repository root)
 """
@@ -52,6 +55,12 @@ NO_TESTS = 5
 """pytest's exit code when it collected no test."""
 _REPORT = re.compile(r"^=+ (?!test session starts)\S.* =+$")
 """The first line of pytest's closing report (a `=== title ===` rule other than the header)."""
+_SUMMARY = re.compile(r"^(?:=+ )?(?:no tests ran|\d+ [a-z]+(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?s\b.*$")
+"""pytest's closing summary line (`=== 3 passed, 1 skipped in 2.01s ===`, `-q`: `3 passed in
+2.01s`, `no tests ran in 0.01s`): printed only by a session that reached its end."""
+UNFINISHED = 3
+"""The exit code given to a process that exited 0 without its closing summary, or whose exit
+code is missing: pytest's "internal error" (the session did not end as pytest ends one)."""
 _OPTIONS_WITH_VALUE = frozenset({
     "-k", "-m", "-p", "-c", "-o", "-W", "--durations", "--basetemp", "--rootdir", "--ignore",
     "--deselect", "--confcutdir", "--junit-xml", "--junitxml", "--maxfail", "--tb", "-r",
@@ -75,8 +84,17 @@ def test_paths(args: list[str]) -> list[str]:
     return found
 
 
-def combined_exit(codes: list[int]) -> int:
-    """One pytest exit code for the processes' codes."""
+def lane_exit(code: int | None, summary_seen: bool) -> int:
+    """A process's exit code as counted: UNFINISHED when the code is missing, or 0 without
+    pytest's closing summary line."""
+    if code is None or (code == 0 and not summary_seen):
+        return UNFINISHED
+    return code
+
+
+def combined_exit(codes: list[int | None]) -> int:
+    """One pytest exit code for the processes' codes; a missing code is UNFINISHED."""
+    codes = [UNFINISHED if code is None else code for code in codes]
     failures = [code for code in codes if code not in (0, NO_TESTS)]
     if failures:
         return max(failures)
@@ -97,31 +115,59 @@ class _Group:
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
         self.code: int | None = None
+        """The exit code as counted (`lane_exit`); None until the process ended."""
         self.seconds = 0.0
 
     def _pump(self) -> None:
         report: list[str] = []
+        summary_seen = False
         assert self.process.stdout is not None
         for raw in self.process.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
+            summary_seen = summary_seen or bool(_SUMMARY.match(line.strip()))
             if report or _REPORT.match(line):
                 report.append(line)
                 continue
             with self.lock:
                 print(self.prefix + line, flush=True)
-        self.code = self.process.wait()
+        returned = self.process.wait()
+        self.code = lane_exit(returned, summary_seen)
         self.seconds = time.monotonic() - self.start
         with self.lock:
             print(f"{'=' * 20} {self.name}: pytest {' '.join(self.paths)} "
-                  f"(exit {self.code}, {self.seconds:.0f} s) {'=' * 20}", flush=True)
+                  f"(exit {returned}, {self.seconds:.0f} s) {'=' * 20}", flush=True)
             for line in report:
                 print(line)
+            if self.code != returned:
+                print(f"scripts/test: {self.name} exited {returned} without pytest's closing "
+                      f"summary line: it did not finish; counted as exit {self.code}")
             sys.stdout.flush()
+
+
+def _serial(args: list[str]) -> int:
+    """One plain pytest run, its lines passed through as they come, its exit code counted as
+    a lane's (`lane_exit`: 0 only with the closing summary line)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches pytest from the terminal
+    process = subprocess.Popen([sys.executable, "-u", "-m", "pytest", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+    signal.signal(signal.SIGTERM, lambda signum, _frame: process.send_signal(signum))
+    summary_seen = False
+    assert process.stdout is not None
+    for raw in process.stdout:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        summary_seen = summary_seen or bool(_SUMMARY.match(raw.decode(errors="replace").strip()))
+    returned = process.wait()
+    code = lane_exit(returned, summary_seen)
+    if code != returned:
+        print(f"scripts/test: pytest exited {returned} without its closing summary line: it did "
+              f"not finish; counted as exit {code}", flush=True)
+    return code
 
 
 def main(args: list[str]) -> int:
     if test_paths(args) or os.environ.get("HIL_TEST_SERIAL"):
-        os.execv(sys.executable, [sys.executable, "-m", "pytest", *args])  # noqa: S606 - no shell wanted
+        return _serial(args)
     lock = threading.Lock()
     planned = groups()
     width = max(len(name) for name, _ in planned)

@@ -84,11 +84,22 @@ def main() -> int:
         args.json.write_text(text + "\n")
     for failure in report["invariants_failed"]:
         log.info("INVARIANT FAILED: %s", failure)
+    log.info("capacity (a): worst decile of boards in the run or held by a dealt fault %s of %d "
+             "(goal >= %s): %s", report["capacity_worst_decile_in_run_or_held"], args.boards,
+             report["capacity_goal_boards"], _met(report["capacity_goal_met"]))
+    share = report["kept_out_not_held_share"]
+    log.info("capacity (b): board-seconds kept out while no fault held the board %s of all "
+             "(goal <= %g%%): %s", "-" if share is None else f"{share * 100:.1f}%",
+             report["kept_out_goal_share"] * 100, _met(report["kept_out_goal_met"]))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     if seen.signalled:
         return 130
     return 1 if report["invariants_failed"] else 0
+
+
+def _met(met: bool | None) -> str:
+    return "too short a run to say" if met is None else "met" if met else "NOT MET"
 
 
 if __name__ == "__main__":

@@ -22,11 +22,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+LONG_TESTS: dict[str, int] = {
+    "tests/container/": 3600,  # the image built from an empty data root, the action's container runs
+    "tests/cases/test_models_e2e.py": 1800,  # lowers the models suite at both precisions
+    "tests/scripts/test_soak.py": 1200,  # the soak's own run of hil, with its recoveries and probation
+    "tests/board/test_lease.py": 900,  # whole `hil run`s waiting on each other's leases
+    "tests/workflow/": 900,  # the action's steps, each a whole `hil run` (module fixtures)
+    "tests/provision/": 900,  # reboots into the bootloader and back, fastboot's waits
+    "tests/docs/test_getting_started.py": 900,  # the page's every command: a cold lowering, runs
+    "tests/pool/test_labgrid": 900,  # a coordinator, exporters (over sshd too) and whole `hil run`s
+}
+"""Per-test limits (seconds) above pytest-timeout's default (pyproject.toml: 300 s) for the
+tests known to be long, by path prefix; a `full` variant gets FULL_LIMIT_S. The limit covers a
+test's fixtures too: a module's expensive fixture counts against its first test."""
+FULL_LIMIT_S = 3600
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "full: runs only with --full (a full-size variant of a CI test)")
 
 
+def _long_limit(item: pytest.Item) -> int | None:
+    """The limit LONG_TESTS (or FULL_LIMIT_S) gives `item`, None for the default."""
+    path = Path(str(item.path)).resolve().relative_to(Path(__file__).resolve().parents[1]).as_posix()
+    limits = [seconds for prefix, seconds in LONG_TESTS.items() if path.startswith(prefix)]
+    if item.get_closest_marker("full") is not None:
+        limits.append(FULL_LIMIT_S)
+    return max(limits, default=None)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        limit = _long_limit(item)
+        if limit is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(limit))
     if config.getoption("--full"):
         return
     skip = pytest.mark.skip(reason="full-size variant: ./scripts/test --full")

@@ -1,6 +1,7 @@
 """The `hil` command line: fast help, and one-line exit-3 errors for bad input."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,7 @@ def test_the_actions_launcher_needs_only_docker_and_numpy():
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--suite", "nope"], "--suite: unknown suite 'nope'"),
+        (["--suite", "nope"], "--suite nope: no such suite (built-in: "),
         (["--chipset", "E1234"], "--chipset: unknown value 'E1234'"),
         (["--board", "bad board!"], "--board: 'bad board!' is not virtual"),
         (["--board", "virtual:0"], "--board: 'virtual:0'"),
@@ -64,18 +65,28 @@ def test_bad_input_is_one_line_and_exit_3(tmp_path, args, expected):
     done = hil("run", "--out", str(tmp_path / "out"), *args)
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    lines = error_lines(done.stderr)
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("hil: error: ") and expected in lines[0]
+
+
+def error_lines(stderr: str) -> list[str]:
+    """stderr without hil's status lines (`hil: loading suite(s) ...`, which come first):
+    what is left of bad input must be one `hil: error:` line."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return [line for line in lines if not STATUS_LINE.match(line)]
+
+
+STATUS_LINE = re.compile(r"hil(: (?!error: )| run )")
+"""hil's status lines on stderr: `hil: loading suite(s) ...`, `hil run N case(s), flow ...`."""
 
 
 def test_enn_flow_without_sdk_says_so_in_one_line(tmp_path, monkeypatch):
     monkeypatch.delenv("EXYNOS_AI_LITECORE_ROOT", raising=False)
     done = hil("run", "--flow", "enn", "--out", str(tmp_path / "out"))
     assert done.returncode == 3
-    assert done.stderr.strip().startswith(
-        "hil: error: LITECORE SDK not found: set EXYNOS_AI_LITECORE_ROOT"
-    )
+    (line,) = error_lines(done.stderr)
+    assert line.startswith("hil: error: LITECORE SDK not found: set EXYNOS_AI_LITECORE_ROOT")
 
 
 def test_hostile_board_and_filter_never_reach_a_shell(tmp_path):

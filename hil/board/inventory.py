@@ -53,7 +53,8 @@ from hil.board.inventory_fields import (
 from hil.board.labgrid_spec import LabgridRequest, check_tags
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
-from hil.errors import UsageError, Where
+from hil.document import yaml_error_line
+from hil.errors import UsageError, Where, cause_in_words, closest, unknown_name
 from hil.fields import names
 from hil.runner.profiles import PROFILES
 
@@ -126,9 +127,10 @@ def load_lab_inventory(path: Path) -> tuple[list[InventoryEntry], list[LabgridRe
     where = Where(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: not a readable YAML inventory: {first}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{yaml_error_line(path, exc)} (not a readable YAML inventory)") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable YAML inventory: {cause_in_words(exc)}") from exc
     if not isinstance(data, dict) or set(data) != {"boards"}:
         raise where.error("top level", "expected a mapping with only a 'boards' list")
     raw = data["boards"]
@@ -165,7 +167,7 @@ def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridReque
     unknown = set(item) - _LABGRID_FIELDS
     if unknown:
         raise where.error(sorted(unknown)[0], "not for a labgrid entry (allowed: "
-                          f"{', '.join(sorted(_LABGRID_FIELDS))}): the place's exporter says the rest")
+                          f"{', '.join(sorted(_LABGRID_FIELDS))}; the place's exporter says the rest)")
     raw = item["labgrid"]
     if (not isinstance(raw, dict) or set(raw) - _PLACE_FIELDS
             or ("place" in raw) == ("tags" in raw)):
@@ -211,7 +213,7 @@ def _entry(path: Path, index: int, item: Any) -> InventoryEntry:
     name, where = _named(path, index, item)
     unknown = set(item) - _FIELDS
     if unknown:
-        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {', '.join(sorted(_FIELDS))})")
+        raise where.error(sorted(unknown)[0], unknown_name(sorted(unknown)[0], _FIELDS))
     adb = _text(where, item, "adb", required=True)
     assert adb is not None
     if not _ADB.match(adb):
@@ -321,19 +323,17 @@ def _refuse_a_near_miss(arg: str, inventory: Sequence[InventoryEntry]) -> None:
     """A `--board` value one typo away from `virtual` or an inventory board's name is a usage
     error that suggests it: taken as it is, it would be an adb serial nobody has, and the
     user would be told to start adb."""
-    import difflib
-
     names = [e.name for e in inventory]
     if arg in names or any(arg in (e.adb, e.key) for e in inventory):
         return
     head = arg.partition(":")[0]
-    if head != "virtual" and difflib.get_close_matches(head.lower(), ["virtual"], 1, 0.75):
+    if head != "virtual" and closest(head.lower(), ["virtual"]):
         suggestion = "virtual" + arg[len(head):]
     else:
-        close = difflib.get_close_matches(arg, names, 1, 0.8)
-        if not close:
+        close = closest(arg, names, cutoff=0.8)
+        if close is None:
             return
-        suggestion = close[0]
+        suggestion = close
     raise UsageError(f"--board {arg}: no such board; did you mean {suggestion!r}? (a value hil "
                      "does not know is taken as an adb serial)")
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from hil.cases.case import PRECISIONS, Case
-from hil.errors import UsageError
+from hil.errors import UsageError, closest
 
 BUILTIN_SUITES = ("smoke", "ops", "models")
 """Suites shipped with hil, selectable by name."""
@@ -33,9 +33,11 @@ def load_suite(name_or_path: str, pretrained: bool = False) -> list[Case]:
         from hil.cases.manifest import load_manifest
 
         return load_manifest(Path(name_or_path))
+    suggestion = closest(name_or_path, BUILTIN_SUITES)
     raise UsageError(
-        f"--suite: unknown suite {name_or_path!r} "
-        f"(built-in: {', '.join(BUILTIN_SUITES)}; or a manifest path ending in .yaml)"
+        f"--suite {name_or_path}: no such suite"
+        + (f"; did you mean {suggestion!r}?" if suggestion else "")
+        + f" (built-in: {', '.join(BUILTIN_SUITES)}; or a manifest path ending in .yaml)"
     )
 
 

@@ -52,8 +52,8 @@ import yaml
 
 from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, INPUT_DTYPES, PRECISIONS, Case, InputSpec
 from hil.cases.manifest_fields import CASE_FIELDS, INPUT_FIELDS, TOLERANCE_FIELDS, TOP_FIELDS
-from hil.document import item_lines, load_document
-from hil.errors import UsageError, Where
+from hil.document import item_lines, load_document, yaml_error_line
+from hil.errors import UsageError, Where, cause_in_words, unknown_name
 from hil.expectation import parse_expectation, parse_skip
 from hil.fields import names
 from hil.verdict import Tolerance
@@ -74,15 +74,15 @@ def load_manifest(path: Path) -> list[Case]:
     try:
         text = path.read_text(encoding="utf-8")
         lines, data = item_lines(text, "cases"), load_document(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"{path}: not a readable YAML manifest: {first}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{yaml_error_line(path, exc)} (not a readable YAML manifest)") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable YAML manifest: {cause_in_words(exc)}") from exc
     if not isinstance(data, dict):
         raise where.error("top level", "expected a mapping with a 'cases' list")
     unknown = set(data) - _TOP_FIELDS  # latency: hil/latency_plan.py
     if unknown:
-        allowed = ", ".join(f.name for f in TOP_FIELDS)
-        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {allowed})")
+        raise where.error(sorted(unknown)[0], unknown_name(sorted(unknown)[0], _TOP_FIELDS))
     suite = data.get("suite", path.stem)
     if not isinstance(suite, str) or not suite.strip():
         raise where.error("suite", "expected a non-empty string")
@@ -109,7 +109,7 @@ def _parse_case(path: Path, suite: str, index: int, entry: Any, line: int) -> li
     where = Where(path, f"cases[{index}] ({case_id})")
     unknown = set(entry) - _CASE_FIELDS
     if unknown:
-        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {sorted(_CASE_FIELDS)})")
+        raise where.error(sorted(unknown)[0], unknown_name(sorted(unknown)[0], _CASE_FIELDS))
     kwargs = entry.get("kwargs", {})
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise where.error("kwargs", "expected a mapping of keyword arguments")

@@ -1,6 +1,9 @@
 """`hil boards`: the boards of an inventory or `--board` specs, listed or preflighted (no lease
 is taken: a board another run holds can be looked at); with `--labgrid HOST:PORT` the places of
-a labgrid coordinator, with their tags, holder and whether that holder still runs."""
+a labgrid coordinator, with their tags, holder and whether that holder still runs. With none
+of these, the boards the default adb server sees (`--adb-server`, HIL_ADB_SERVER, adb's own
+ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_ADDRESS/PORT, else 127.0.0.1:5037) and, when
+LG_COORDINATOR names one, the coordinator's places."""
 
 from __future__ import annotations
 
@@ -28,19 +31,68 @@ def cmd_boards(args: argparse.Namespace) -> int:
     from hil.pool.labgrid import coordinator_address
 
     address = coordinator_address(args.labgrid)
-    if address is not None and (args.labgrid or not (args.inventory or args.board)):
+    if args.labgrid:
         if args.inventory or args.board:
             raise UsageError("hil boards --labgrid: lists the coordinator's places; "
                              "leave out --inventory/--board")
         return _labgrid_places(address)
     if not args.inventory and not args.board:
-        raise UsageError("hil boards: name the boards with --inventory FILE or --board SPEC, "
-                         "or a labgrid coordinator with --labgrid HOST:PORT")
+        code = _default_server_boards(args.adb_server)
+        if address is None:
+            sys.stdout.write("labgrid coordinator: none set (--labgrid HOST:PORT or LG_COORDINATOR)\n")
+            return code
+        sys.stdout.write(f"labgrid coordinator {address} (LG_COORDINATOR):\n")
+        return max(code, _labgrid_places(address))
     entries = StaticSource.from_args(args.inventory, args.board).entries
     reports, servers = preflight(entries, args.check, args.chipset, runner, args.idle_timeout,
                                  lab_server(args.adb_server))
     sys.stdout.write(render(reports) + servers)
     return EXIT_INFRA if any(report.problems for report in reports) else 0
+
+
+def _default_server(flag: str | None) -> tuple[str, str]:
+    """(HOST:PORT, where it came from) of the adb server `hil boards` lists by default."""
+    import os
+
+    from hil.adbserver import CHOICE_ENV, DEFAULT_SERVER, OWN_SERVER, lab_server_from_env
+
+    address = lab_server(flag)
+    if address == OWN_SERVER:
+        raise UsageError("hil boards --adb-server own: hil's private server holds no board until a "
+                         "run connects one; name the boards with --inventory or --board")
+    if address is None:
+        return DEFAULT_SERVER, "adb's default"
+    if flag:
+        return address, "--adb-server"
+    if os.environ.get(CHOICE_ENV):
+        return address, CHOICE_ENV
+    assert address == lab_server_from_env()
+    socket = os.environ.get("ADB_SERVER_SOCKET", "").strip()
+    return address, "ADB_SERVER_SOCKET" if socket else "ANDROID_ADB_SERVER_ADDRESS/PORT"
+
+
+def _default_server_boards(flag: str | None) -> int:
+    """The serial and state of every board the default adb server sees (exit 2 when it does
+    not answer: hil starts no server of its own for this)."""
+    from hil.adbserver import LabAdbServer
+    from hil.errors import InfraError
+
+    address, source = _default_server(flag)
+    server = LabAdbServer(address, socket_timeout=10.0)
+    try:
+        server.start()
+        devices = server.devices()
+    except InfraError as exc:
+        sys.stderr.write(f"hil boards: {exc}\n")
+        return EXIT_INFRA
+    sys.stdout.write(f"adb server {address} ({source}): {len(devices)} board(s)\n")
+    if devices:
+        width = max(len("serial"), *(len(serial) for serial, _ in devices))
+        sys.stdout.write(f"{'serial':<{width}}  state\n")
+        for serial, state in devices:
+            sys.stdout.write(f"{serial:<{width}}  {state}\n")
+        sys.stdout.write("(hil boards --board SERIAL --check: the full preflight of one)\n")
+    return 0
 
 
 def _labgrid_places(address: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,11 +51,10 @@ def select_cases(args: argparse.Namespace) -> tuple[list[Any], tuple[int, int]]:
                     if not any(fnmatch.fnmatchcase(c.id, g) or fnmatch.fnmatchcase(c.key, g)
                                for g in excluded)]
     if not selected:
-        raise UsageError(
-            f"no case matches --suite {args.suite or ['smoke']} --precision {args.precision}"
-            + (f" --filter {args.filter}" if args.filter else "")
-            + (f" --tag {tags}" if tags else "") + (f" --exclude {excluded}" if excluded else "")
-        )
+        flags = [("--suite", args.suite or ["smoke"]), ("--precision", [args.precision]),
+                 ("--filter", args.filter or []), ("--tag", tags), ("--exclude", excluded)]
+        raise UsageError("no case matches " + " ".join(
+            f"{flag} {shlex.quote(value)}" for flag, values in flags for value in values))
     chosen = select(selected, [], shard)
     prefetch(chosen)
     return chosen, shard

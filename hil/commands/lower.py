@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from hil.commands.common import lowering_flow, select_cases, writable
 
@@ -15,22 +14,29 @@ def cmd_lower(args: argparse.Namespace) -> int:
     from hil.expectation import settle
     from hil.lower import LoweringFailed
     from hil.lower.build import build_artifact
+    from hil.report.thirdparty import FILE_NAME, hil_stderr, third_party_to_file
     from hil.verdict import Verdict
 
-    writable(args.out, "--out", folder=True)
-    cases, _ = select_cases(args)
-    flow = lowering_flow(args.flow)
+    out = writable(args.out, "--out", folder=True)
     failed = 0
-    for index, case in enumerate([each.on_flow(flow) for each in cases]):
-        folder = Path(args.out) / f"c{index:04d}"
-        try:
-            artifact = build_artifact(case, flow, args.chipset, folder)
-        except LoweringFailed as exc:
-            record = settle(case.expect, {"verdict": exc.verdict.value, "message": exc.message})
-            failed += Verdict(record["verdict"]).is_failure or Verdict(record["verdict"]).is_error
-            sys.stdout.write(f"{record['verdict']:<16} {case.key}  {record['message']}\n")
-            continue
-        sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
+    third_party = out / FILE_NAME
+    # torch's and executorch's warnings go to the file: stdout carries only the results
+    with third_party_to_file(third_party):
+        cases, _ = select_cases(args)
+        flow = lowering_flow(args.flow)
+        for index, case in enumerate([each.on_flow(flow) for each in cases]):
+            folder = out / f"c{index:04d}"
+            try:
+                artifact = build_artifact(case, flow, args.chipset, folder)
+            except LoweringFailed as exc:
+                record = settle(case.expect, {"verdict": exc.verdict.value, "message": exc.message})
+                failed += Verdict(record["verdict"]).is_failure or Verdict(record["verdict"]).is_error
+                sys.stdout.write(f"{record['verdict']:<16} {case.key}  {record['message']}\n")
+            else:
+                sys.stdout.write(f"LOWERED          {case.key} -> {artifact.pte} ({artifact.pte_bytes} B)\n")
+            sys.stdout.flush()
+    if third_party.stat().st_size:
+        hil_stderr().write(f"hil: third-party warnings: {third_party}\n")
     return 1 if failed else 0
 
 

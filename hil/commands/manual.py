@@ -163,13 +163,16 @@ COMPARE = CommandHelp(
     name="compare",
     summary="latency and accuracy regressions between runs",
     description="""
-        Compare NEW against BASE case by case and print a Markdown table, regressions first.
+        Compare NEW (the last file) against BASE (the first) case by case and print a
+        Markdown table, regressions first, under a heading that names what fails it.
         A latency regression needs the p50 to grow by more than --threshold and
         --min-delta-ms, and both runs' samples to differ significantly (Mann-Whitney U, p <
         0.01). An accuracy regression is a case that passed in BASE and fails in NEW, or an
         output whose max abs error grew beyond the threshold or whose SQNR dropped by more
         than 3 dB. Cases of BASE missing from NEW fail the comparison unless --allow-missing.
-        With --plot, MORE files join a latency trend plot ordered by each run's start.""",
+        Files between BASE and NEW only join the --plot latency trend, ordered by each run's
+        start (with a glob over dated folders, the first file is the oldest and the last the
+        newest); without --plot they are not read for the table.""",
     examples=(
         "hil compare base/results.json new/results.json",
         "hil compare mon.json tue.json wed.json --plot trend.png --threshold 5%",
@@ -179,7 +182,7 @@ COMPARE = CommandHelp(
         (EXIT_FAILED, "a latency or accuracy regression, or cases of BASE missing from NEW "
                       "(--allow-missing accepts those)"),
         (EXIT_USAGE, "an unreadable or invalid results file, a bad --threshold or "
-                     "--min-delta-ms, MORE files without --plot, an unwritable --plot"),
+                     "--min-delta-ms, an unwritable --plot"),
     ),
 )
 
@@ -203,7 +206,7 @@ DASHBOARD = CommandHelp(
 
 BOARDS = CommandHelp(
     name="boards",
-    summary="list the boards; --check: preflight them",
+    summary="list the boards (alone: those the default adb server sees); --check: preflight them",
     description="""
         Reach every board of --inventory or --board (starting virtual ones, taking no lease:
         a board another run holds can be looked at) and print one row per board: state,
@@ -211,20 +214,26 @@ BOARDS = CommandHelp(
         reachability and identity are checked; --check runs the full preflight a run does
         (chipset, aarch64, free space, ENN vendor library, runner, console).
 
-        With --labgrid HOST:PORT (or $LG_COORDINATOR and neither --inventory nor --board) it
-        lists the coordinator's places instead: tags, holder, whether the holder still runs,
-        reservation.""",
+        With --labgrid HOST:PORT it lists the coordinator's places instead: tags, holder,
+        whether the holder still runs, reservation.
+
+        With none of --inventory, --board and --labgrid it lists the serial and state of every
+        board on the adb server adb itself would use (--adb-server, $HIL_ADB_SERVER,
+        $ADB_SERVER_SOCKET, $ANDROID_ADB_SERVER_ADDRESS/PORT, else 127.0.0.1:5037; hil starts
+        none), then the places of the coordinator $LG_COORDINATOR names, or says none is set.""",
     examples=(
+        "hil boards",
         "hil boards --board virtual:2",
         "hil boards --inventory lab.yaml --check --chipset E9955",
         "hil boards --labgrid 127.0.0.1:20408",
     ),
     exit_codes=(
-        (EXIT_OK, "every board answered and has no problem (or the places are listed)"),
+        (EXIT_OK, "every board answered and has no problem (or the boards of the default "
+                  "adb server, or the places, are listed: none attached is 0 too)"),
         (EXIT_INFRA, "a board has a problem, with or without --check: unreachable, its "
                      "identity unreadable, another chipset than the inventory says (and with "
-                     "--check any preflight problem); or the labgrid coordinator cannot be "
-                     "reached"),
+                     "--check any preflight problem); or the adb server or the labgrid "
+                     "coordinator does not answer"),
         (EXIT_USAGE, USAGE),
     ),
 )

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from hil.commands.common import emit_github, writable
-from hil.errors import UsageError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -65,8 +64,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """`hil compare`: regressions of NEW against BASE as Markdown; exit 1 on a regression."""
-    from hil.report.compare import compare_results, parse_min_delta, parse_threshold, render_markdown
+    """`hil compare`: regressions of the last file (NEW) against the first (BASE) as Markdown;
+    the files between only feed the --plot trend; exit 1 on a regression or a missing case."""
+    from hil.report.compare import (
+        LATENCY_REGRESSION,
+        compare_results,
+        parse_min_delta,
+        parse_threshold,
+        render_markdown,
+    )
     from hil.report.results import load_results
 
     threshold = parse_threshold(args.threshold)
@@ -74,21 +80,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sys.stderr.write(f"hil: --threshold {args.threshold} is read as {threshold * 100:g}% "
                          f"(write {args.threshold}% to say so)\n")
     min_delta_ms = parse_min_delta(args.min_delta_ms)
-    if args.more and not args.plot:
-        raise UsageError("compare: extra results files are only used by --plot PNG")
     writable(args.plot, "--plot")
-    paths = [Path(args.base), Path(args.new), *(Path(p) for p in args.more)]
+    paths = [Path(args.base), *(Path(p) for p in args.more), Path(args.new)]
     documents = [(path, load_results(path)) for path in paths]
-    comparison = compare_results(documents[0][1], documents[1][1], threshold, min_delta_ms)
-    sys.stdout.write(render_markdown(comparison, paths[0], paths[1]))
+    if args.more and not args.plot:
+        sys.stderr.write(f"hil: compare: {paths[0]} (base) with {paths[-1]} (new); the "
+                         f"{len(args.more)} file(s) between are drawn only by --plot PNG\n")
+    comparison = compare_results(documents[0][1], documents[-1][1], threshold, min_delta_ms)
+    sys.stdout.write(render_markdown(comparison, paths[0], paths[-1], args.allow_missing))
     if args.plot:
         from hil.report.plot import plot_trend
 
-        drawn = plot_trend(documents, Path(args.plot))
+        rings = [(len(documents) - 1, row.key, row.latency_ms[1]) for row in comparison.regressions
+                 if LATENCY_REGRESSION in row.statuses and row.latency_ms[1] is not None]
+        drawn = plot_trend(documents, Path(args.plot), rings=rings)
         sys.stdout.write(f"\ntrend plot: {args.plot} ({drawn} case(s), {len(documents)} runs)\n")
-    missing = [row.key for row in comparison.rows if "missing" in row.statuses]
+    missing = [row.key for row in comparison.missing]
     if missing and not args.allow_missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
         sys.stderr.write(f"hil: {len(missing)} case(s) of the base are missing from the new run "
                          f"(not run, not compared): {shown}; --allow-missing accepts that\n")
-    return 1 if comparison.regressions or (missing and not args.allow_missing) else 0
+    return 1 if comparison.failed(args.allow_missing) else 0

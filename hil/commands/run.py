@@ -51,6 +51,25 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     junit_path = writable(args.junit or out / "junit.xml", "--junit")
     results_path = writable(args.results or out / "results.json", "--results")
     writable(getattr(args, "plot", None), "--plot")
+    from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
+    from hil.report.thirdparty import third_party_to_file
+
+    third_party = out / THIRD_PARTY_LOG
+    # from the first import of torch on: its warnings (and executorch's) go to the file
+    with third_party_to_file(third_party):
+        code, records = _select_and_run(args, select, localize, out, junit_path, results_path,
+                                        adb_server, entries, sources)
+    if third_party.is_file() and third_party.stat().st_size:
+        say(f"hil: third-party warnings: {third_party}")
+    return code, records
+
+
+def _select_and_run(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tuple[int, int]]],
+                    localize: bool, out: Path, junit_path: Path, results_path: Path,
+                    adb_server: str | None, entries: list[Any], sources: list[Any],
+                    ) -> tuple[int, Iterable[dict[str, Any]]]:
+    """`run_cases` from the suites' loading on, inside the third-party redirection: hil's
+    status lines go to stderr (`say`), what the run reports to stdout."""
     say(f"hil: loading suite(s) {', '.join(args.suite or ['smoke'])} ...")
     cases, shard = select()
     if args.flow == "enn":  # no board can change that: say it before starting any
@@ -70,8 +89,6 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     from hil.report.console import render_table
     from hil.report.github import in_github_actions
     from hil.report.progress import make_progress
-    from hil.report.thirdparty import FILE_NAME as THIRD_PARTY_LOG
-    from hil.report.thirdparty import third_party_to_file
     from hil.run import Run, RunOptions
     from hil.verdict import Verdict, exit_code
 
@@ -97,11 +114,8 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     )
 
     def announce(flow: str, reason: str) -> None:
-        sys.stdout.write(
-            f"hil run {len(cases)} case(s), flow {flow} ({reason}), chipset {args.chipset}, "
-            f"boards: {', '.join(e.name for e in the_run.pool.entries)}\n"
-        )
-        sys.stdout.flush()
+        say(f"hil run {len(cases)} case(s), flow {flow} ({reason}), chipset {args.chipset}, "
+            f"boards: {', '.join(e.name for e in the_run.pool.entries)}")
 
     def probed(case: Any, entry: dict[str, Any]) -> None:
         from hil.report.localization import probe_line
@@ -120,9 +134,8 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     except BaseException:
         progress.close()  # leave no progress bar on the terminal
         raise
-    third_party = out / THIRD_PARTY_LOG
     try:
-        with StopSignals(stop), third_party_to_file(third_party):
+        with StopSignals(stop):
             the_run.execute()
     finally:
         progress.close()  # the run wrote results.json and JUnit on its way out, however it ended
@@ -134,25 +147,28 @@ def run_cases(args: argparse.Namespace, select: Callable[[], tuple[list[Any], tu
     if in_github_actions():
         emit_github(results)
     sys.stdout.write(f"JUnit: {options.junit_path}\nresults: {options.results_path}\n")
-    if third_party.is_file() and third_party.stat().st_size:
-        sys.stdout.write(f"third-party warnings: {third_party}\n")
+    sys.stdout.flush()
     if interrupted:
-        sys.stderr.write("hil: interrupted; results so far are written\n")
+        say("hil: interrupted; results so far are written")
         return EXIT_INTERRUPTED, the_run.records
     if not cases:
         return EXIT_OK, the_run.records  # an empty shard: nothing to run is not a failure
     if not the_run.recorder.count or not the_run.meta["boards"] or all(
         "error" in b for b in the_run.meta["boards"]
     ):
-        sys.stderr.write("hil: no usable board\n")
+        say("hil: no usable board")
         return EXIT_INFRA, the_run.records
     return exit_code(Verdict(name) for name in the_run.recorder.counts), the_run.records
 
 
 def say(line: str) -> None:
-    """A line of what the run is doing now, at once (in a pipe, stdout is block-buffered)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    """A status line of hil's (what the run is doing now) on stderr, at once: stdout carries
+    only what the run reports (the case lines, the table, where its files are)."""
+    from hil.report.thirdparty import hil_stderr
+
+    stream = hil_stderr()
+    stream.write(line + "\n")
+    stream.flush()
 
 
 def _report_localizations(results: dict[str, Any], plot: str | None) -> None:

@@ -5,6 +5,7 @@ with the flagged regressions marked on it, the localization curves are `hil run 
 
 from __future__ import annotations
 
+import html
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,27 +45,42 @@ def trend_cases(nights: Sequence[tuple[str, dict[str, Any]]], flagged: set[str])
     return sorted([*sorted(k for k in flagged if k in series), *others][:MAX_SERIES])
 
 
+def sentence(text: str) -> str:
+    """What stands in a chart's place when it would be empty: one plain sentence."""
+    return f'<p class="no-chart">{html.escape(text)}</p>'
+
+
+def _point_label(name: str) -> str:
+    """A night (`2026-12-05` -> `12-05`) or a run's start (`2026-12-05T07:21:32` -> `07:21:32`)."""
+    return name[5:10] if len(name) <= 10 else name[11:19]
+
+
 def trend_svg(lane: Lane, nights: Sequence[tuple[str, dict[str, Any]]], flags: Sequence[Flag],
               cases: Sequence[str]) -> str:
-    """The latency trend of `cases` over a lane's nights, each flagged regression ringed in red."""
+    """The latency trend of `cases` over a lane's nights (or its runs, named by their start
+    time, when all fall on one night), each flagged regression ringed in red; a sentence when
+    there is one point in time only."""
+    if len(nights) < 2:
+        return sentence("One point in time for this chipset, flow and precision: a trend needs "
+                        "two. Its latencies are in the table below.")
+    per_run = len(nights[0][0]) > 10
     chosen = set(cases)
     inputs = [(Path(night), {**document, "cases": [c for c in document["cases"] if case_key(c) in chosen]})
               for night, document in nights]
-    figure, _ = trend_figure(inputs)
-    axes = figure.axes[0]
     position = {night: x for x, (night, _) in enumerate(nights)}
-    rings = [(position[f.night], f.latency_ms[1]) for f in flags if f.night in position and f.key in chosen]
-    if rings:
-        axes.scatter([x for x, _ in rings], [y for _, y in rings], s=220, facecolors="none",
-                     edgecolors="red", linewidths=2, zorder=5, label="latency regression (hil compare)")
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+    rings = [(position[f.night], f.key, f.latency_ms[1]) for f in flags
+             if f.night in position and f.key in chosen]
+    figure, _ = trend_figure(inputs, rings=rings)
+    axes = figure.axes[0]
     ticks = axes.get_xticklabels()
     colours = [tick.get_color() for tick in ticks]
-    axes.set_xticks(range(len(nights)), [night[5:] for night, _ in nights], rotation=45, fontsize=7)
+    axes.set_xticks(range(len(nights)), [_point_label(night) for night, _ in nights], rotation=45,
+                    fontsize=7)
     for tick, colour in zip(axes.get_xticklabels(), colours, strict=False):
         tick.set_color(colour)
-    axes.set_xlabel("night (UTC); shaded: p10-p90 of the night's samples; red: a night with failed "
-                    "cases; ringed: a regression as hil compare judges it")
+    point = "run" if per_run else "night"
+    axes.set_xlabel(f"{'run (UTC start)' if per_run else 'night (UTC)'}; shaded or bars: p10-p90 of "
+                    f"its samples; red: a {point} with failed cases; ringed: a regression (hil compare)")
     chipset, flow, precision = lane
     axes.set_title(f"latency, {chipset} {flow} {precision}: {len(cases)} case(s), the flagged "
                    "first, then the largest night-to-night moves", fontsize=10)
@@ -82,7 +98,11 @@ def _figure(width: float, height: float) -> tuple[Any, Any]:
 
 
 def movers_svg(movers: Sequence[Mover], floor_db: float) -> str:
-    """The SQNR drops as horizontal bars, largest on top; red beyond `floor_db`."""
+    """The SQNR drops as horizontal bars, largest on top; red beyond `floor_db`; a sentence
+    when nothing dropped."""
+    if not movers:
+        return sentence("No case's worst SQNR dropped from one night to the next of its chipset, "
+                        "flow and precision (by 1 dB or more).")
     figure, axes = _figure(11, 0.8 + 0.28 * max(1, len(movers)))
     labels = [f"{m.night[5:]} {m.lane[0]} {m.key}" for m in movers]
     drops = [m.drop for m in movers]
@@ -94,14 +114,16 @@ def movers_svg(movers: Sequence[Mover], floor_db: float) -> str:
     axes.set_xlabel(f"SQNR drop against the previous night, dB (red: beyond {floor_db:g} dB, "
                     "an accuracy regression for hil compare)")
     axes.grid(True, axis="x", alpha=0.3)
-    if not movers:
-        axes.text(0.5, 0.5, "no SQNR dropped", ha="center", va="center", transform=axes.transAxes)
     return to_svg(figure, "sqnr-movers")
 
 
 def health_svg(nights: Sequence[str], health: Sequence[Health]) -> str:
     """Per night: quarantines and recovery steps (bars, all chipsets) and the largest share of
-    board capacity lost to recovery (line, right axis) where runs record it."""
+    board capacity lost to recovery (line, right axis) where runs record it; a sentence when
+    none of these happened."""
+    if not any(h.quarantines or h.recoveries or h.capacity_lost for h in health):
+        return sentence(f"No quarantine, no recovery step and no capacity lost to recovery in "
+                        f"{len(nights)} night(s) of {len(health)} run(s).")
     figure, axes = _figure(11, 3.4)
     xs = range(len(nights))
     quarantines = [sum(h.quarantines for h in health if h.night == n) for n in nights]
@@ -110,6 +132,7 @@ def health_svg(nights: Sequence[str], health: Sequence[Health]) -> str:
     axes.bar([x + 0.2 for x in xs], recoveries, width=0.4, color="tab:orange", label="recovery steps")
     axes.set_xticks(list(xs), [n[5:] for n in nights], rotation=45, fontsize=7)
     axes.set_ylabel("count (all chipsets)")
+    axes.set_ylim(bottom=0)
     axes.yaxis.get_major_locator().set_params(integer=True)
     recorded = {n: [h.capacity_lost for h in health if h.night == n and h.capacity_lost is not None]
                 for n in nights}

@@ -201,6 +201,19 @@ def _lane_documents(runs: list[Run]) -> dict[Lane, list[tuple[str, dict[str, Any
     return {lane: sorted(nights.items()) for lane, nights in sorted(grouped.items())}
 
 
+def lane_runs(runs: list[Run], lane: Lane) -> list[tuple[str, dict[str, Any]]]:
+    """The lane's runs one by one, oldest first, each named by its start time
+    (`2026-12-05T07:21:32`) with the lane's cases only: the latency trend's axis when every
+    run falls on one night, where a point per night would be one vertical smear."""
+    chipset, flow, precision = lane
+    points = []
+    for run in sorted(runs, key=lambda r: (r.started, str(r.path))):
+        cases = [c for c in run.document["cases"] if c["precision"] == precision]
+        if run.chipset == chipset and run.flow == flow and cases:
+            points.append((run.started[:19], {**run.document, "cases": cases}))
+    return points
+
+
 def _matrix(runs: list[Run]) -> dict[tuple[str, str, str, str], dict[str, Cell]]:
     latest: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r.started):

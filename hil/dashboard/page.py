@@ -9,7 +9,7 @@ from typing import Any
 
 from hil import __version__
 from hil.dashboard import charts
-from hil.dashboard.model import Dashboard, Flag, Lane, night_state, summary_line
+from hil.dashboard.model import Dashboard, Flag, Lane, lane_runs, night_state, summary_line
 from hil.report.compare import ALPHA, SQNR_DROP_DB
 from hil.report.localization import localized_cases, probe_rows
 from hil.report.plot import trend_series
@@ -29,6 +29,8 @@ def _latency_tables(board: Dashboard) -> list[dict[str, Any]]:
     """Per lane: its chart and the table under it (the drawn cases' latency per night)."""
     sections = []
     for lane, nights in board.lanes.items():
+        if len(board.nights) == 1:  # every run on one night: an axis per run
+            nights = lane_runs(board.runs, lane)
         flags = [f for f in board.flags if f.lane == lane]
         flagged = {(f.night, f.key) for f in flags}
         cases = charts.trend_cases(nights, {f.key for f in flags})

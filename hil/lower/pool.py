@@ -44,6 +44,8 @@ class Lowering:
     detail: str = ""
     seconds: float = 0.0
     cached: bool = False
+    case_key: str = ""
+    """The case's `suite.precision.id`, for the progress lines."""
 
 
 def _lower_one(case: Case, flow: str, chipset: str, folder: Path | None, cache_root: Path | None,
@@ -128,7 +130,7 @@ def lower_cases(
         key = cache_key(case, flow, chipset) if cache is not None else ""
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
-            yield Lowering(index, hit, cached=True)
+            yield Lowering(index, hit, cached=True, case_key=case.key)
         else:
             todo.append((index, case, key))
     if not todo:
@@ -142,7 +144,7 @@ def lower_cases(
         artifact, verdict, message, detail = result
         seconds = sum(artifact.times_s.values()) if artifact else 0.0
         return Lowering(index, artifact, Verdict(verdict) if verdict else None, message, detail,
-                        round(seconds, 4))
+                        round(seconds, 4), case_key=cases[index].key)
 
     in_process = jobs <= 1 or len(todo) < POOL_THRESHOLD
     if flow == "enn" and _needs_sdk_library_path():
@@ -164,7 +166,8 @@ def lower_cases(
                 return
             for index, result in workers.outcomes(STOP_POLL_S):
                 if isinstance(result, TaskFailed):
-                    yield Lowering(index, None, Verdict.ERROR_INTERNAL, f"lowering: {result}")
+                    yield Lowering(index, None, Verdict.ERROR_INTERNAL, f"lowering: {result}",
+                                   case_key=cases[index].key)
                 else:
                     yield outcome(index, result)
     finally:

@@ -143,6 +143,28 @@ class Comparison:
         """Rows with a latency or an accuracy regression."""
         return [row for row in self.rows if row.regression]
 
+    @property
+    def missing(self) -> list[Row]:
+        """Rows of base cases the new run does not have (not run, not compared)."""
+        return [row for row in self.rows if "missing" in row.statuses]
+
+    def failed(self, allow_missing: bool = False) -> bool:
+        """What the exit code says: a regression, or a case of the base missing from the new
+        run unless that is allowed."""
+        return bool(self.regressions or (self.missing and not allow_missing))
+
+    def heading(self, allow_missing: bool = False) -> str:
+        """`## hil compare: ...` naming what makes the comparison fail, or `no regression`
+        only when nothing does."""
+        regressions, missing = len(self.regressions), len(self.missing)
+        parts = [f"{regressions} regression(s)"] if regressions else []
+        if missing and not allow_missing:
+            parts.append(f"{missing} case(s) of the base missing from the new run")
+        if parts:
+            return "## hil compare: " + ", ".join(parts)
+        allowed = f" ({missing} case(s) missing, allowed)" if missing else ""
+        return f"## hil compare: no regression{allowed}"
+
 
 def _worst(case: dict[str, Any], key: str, pick: Any) -> float | None:
     values = [o[key] for o in case.get("outputs") or [] if _number(o.get(key))]
@@ -310,16 +332,14 @@ def _describe(label: str, path: Path, document: dict[str, Any]) -> str:
     )
 
 
-def render_markdown(comparison: Comparison, base_path: Path, new_path: Path) -> str:
-    """The comparison as Markdown: a heading, the inputs, one table row per case (regressions
-    first) and a counts line."""
+def render_markdown(comparison: Comparison, base_path: Path, new_path: Path,
+                    allow_missing: bool = False) -> str:
+    """The comparison as Markdown: a heading that names what fails it (`Comparison.heading`),
+    the inputs, one table row per case (regressions first) and a counts line."""
     rows = comparison.rows
-    regressions = comparison.regressions
     pct = f"{comparison.threshold * 100:g}%"
     lines = [
-        f"## hil compare: {len(regressions)} regression(s)"
-        if regressions
-        else "## hil compare: no regression",
+        comparison.heading(allow_missing),
         "",
         _describe("base", base_path, comparison.base) + "  ",
         _describe("new", new_path, comparison.new),

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hil.report.results import clean_text, describe_board, one_line, worst_abs_error
+from hil.report.stats import HEADLINE, headline_latency
 from hil.verdict import Verdict
 
 CI_WIDTH = 160
@@ -25,8 +26,9 @@ MESSAGE_WIDTH = 60
 """Message column width; longer messages end in an ellipsis."""
 ROWS_PER_TABLE = 250
 """Rows printed at once (a slice of the table)."""
-COLUMNS = ("suite", "case", "board", "verdict", "max abs err", "avg ms", "message")
-_RIGHT = ("max abs err", "avg ms")
+COLUMNS = ("suite", "case", "board", "verdict", "max abs err", f"{HEADLINE} ms", "message")
+"""The latency column is the live line's statistic (hil.report.stats.HEADLINE: the median)."""
+_RIGHT = ("max abs err", f"{HEADLINE} ms")
 
 
 def make_console(file: TextIO | None = None) -> Console:
@@ -79,6 +81,15 @@ def _totals_line(counts: Counter[str]) -> str:
     return f"{passed} passed, {failed} failed, {errors} errors, {skipped} skipped, {xfailed} xfail"
 
 
+def _latency(case: dict[str, Any]) -> str:
+    """The case's HEADLINE latency; an older record's mean is marked `(avg)`."""
+    headline = headline_latency(case)
+    if headline is None:
+        return "-"
+    key, value = headline
+    return f"{value:.3f}" + ("" if key == HEADLINE else f" ({key})")
+
+
 def _cells(case: dict[str, Any]) -> list[Text]:
     verdict = Verdict(case["verdict"])
     return [
@@ -87,7 +98,7 @@ def _cells(case: dict[str, Any]) -> list[Text]:
         Text(case.get("board") or "-"),
         Text(verdict.value, style=verdict_style(verdict)),
         Text(_number(worst_abs_error(case), ".3g")),
-        Text(_number((case.get("latency_ms") or {}).get("avg"), ".3f")),
+        Text(_latency(case)),
         Text(one_line(clean_text(str(case.get("message") or "")))),
     ]
 

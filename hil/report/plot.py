@@ -3,7 +3,13 @@ case (its p50, else avg), runs in the order they started, and a shaded p10-p90 b
 run has samples; matplotlib is imported here only, with the Agg backend (no display needed).
 
 Every run gets its own tick label (`#1 11-30 16:58:03` and what tells it apart: the run id,
-then the file), so two runs are never drawn under one name.
+then the file), so two runs are never drawn under one name; the labels are slanted, and over
+more than MAX_LABELS runs only every n-th (and the last, and every failing run) is written.
+Each series has its own colour (matplotlib's tab20: 20 colours) *and* its own line style and
+marker, both shown in the legend. With more than FILLED_BANDS series the bands are drawn as
+short vertical bars beside each point (the series spread a little along x) instead of filled
+areas, which would blend into one wash. A ring marks each latency regression (`rings`), as the
+dashboard rings its flagged nights.
 """
 
 from __future__ import annotations
@@ -18,8 +24,17 @@ from hil.report.stats import latency_of, samples_of
 
 MAX_SERIES = 20
 """Cases drawn at most: those whose latency changed most between their first and last run."""
-COLOURS = 10
-"""Length of matplotlib's default colour cycle; later series are dashed."""
+STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v")
+"""Line styles and markers, cycled with the colours so that no two series look alike."""
+FILLED_BANDS = 5
+"""Series whose p10-p90 bands are drawn as filled areas; above it, as bars beside the points."""
+MAX_LABELS = 12
+"""Tick labels written at most (the others' ticks stay, unlabelled)."""
+SPREAD = 0.4
+"""The width along x over which the series' points and bars are spread when bands are bars."""
+RING = {"s": 220, "facecolors": "none", "edgecolors": "red", "linewidths": 2, "zorder": 5}
+"""How a regression is ringed (here and in the dashboard's trend)."""
 
 
 def run_labels(runs: Sequence[tuple[Path, dict[str, Any]]]) -> list[str]:
@@ -98,43 +113,73 @@ def run_failures(document: dict[str, Any]) -> int:
                for c in document.get("cases") or [])
 
 
-def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric: str = "auto") -> int:
-    """Draw the latency trend of `inputs` as a PNG at `out`; returns the number of cases drawn."""
-    figure, drawn = trend_figure(inputs, metric)
+def plot_trend(inputs: Sequence[tuple[Path, dict[str, Any]]], out: Path, metric: str = "auto",
+               rings: Sequence[tuple[int, str, float]] = ()) -> int:
+    """Draw the latency trend of `inputs` as a PNG at `out`; returns the number of cases drawn.
+    `rings`: (index into `inputs`, case key, latency) of each regression to ring."""
+    figure, drawn = trend_figure(inputs, metric, rings)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, format="png")
     return drawn
 
 
-def trend_figure(inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "auto") -> tuple[Any, int]:
+def _chosen(series: dict[str, list[float | None]], ringed: set[str]) -> list[str]:
+    """The ringed cases, then those whose latency changed most: MAX_SERIES in all, sorted."""
+    others = sorted((k for k in series if k not in ringed), key=lambda k: _change(series[k]), reverse=True)
+    return sorted([*sorted(k for k in ringed if k in series), *others][:MAX_SERIES])
+
+
+def _tick_labels(labels: list[str], failures: list[int]) -> list[str]:
+    """Every label when there are at most MAX_LABELS; else every n-th, the last and every
+    failing run's, the others empty."""
+    step = -(-len(labels) // MAX_LABELS)
+    last = len(labels) - 1
+    return [label if step == 1 or x == last or failures[x] or (x % step == 0 and last - x >= step)
+            else "" for x, label in enumerate(labels)]
+
+
+def trend_figure(inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "auto",
+                 rings: Sequence[tuple[int, str, float]] = ()) -> tuple[Any, int]:
     """The figure `plot_trend` saves (a failing run: red band and tick label, `N failed`),
     and the number of cases drawn."""
+    from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FormatStrFormatter, LogLocator
 
     runs, series = trend_series(inputs, metric)
     bands = trend_bands(inputs)
-    chosen = sorted(series, key=lambda key: _change(series[key]), reverse=True)[:MAX_SERIES]
+    chosen = _chosen(series, {key for _, key, _ in rings})
     figure = Figure(figsize=(11, 6), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     xs = list(range(len(runs)))
-    for number, key in enumerate(sorted(chosen)):
-        values = series[key]
-        points = [(x, v) for x, v in zip(xs, values, strict=True) if v is not None]
-        style = "-" if number < COLOURS else "--"  # the colour cycle repeats after 10
-        (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], style, marker="o",
+    palette = colormaps["tab20"].colors
+    filled = len(chosen) <= FILLED_BANDS
+    offsets = {key: 0.0 if filled or len(chosen) == 1 else SPREAD * (n / (len(chosen) - 1) - 0.5)
+               for n, key in enumerate(chosen)}
+    for number, key in enumerate(chosen):
+        values, shift = series[key], offsets[key]
+        points = [(x + shift, v) for x, v in zip(xs, values, strict=True) if v is not None]
+        (line,) = axes.plot([p[0] for p in points], [p[1] for p in points],
+                            linestyle=STYLES[number % len(STYLES)], marker=MARKERS[number % len(MARKERS)],
+                            color=palette[(2 * number) % 20 + (number * 2 // 20) % 2], markersize=4,
                             label=key)
-        spans = [(x, band) for x, band in zip(xs, bands.get(key, []), strict=False) if band]
-        if spans:
+        spans = [(x + shift, band) for x, band in zip(xs, bands.get(key, []), strict=False) if band]
+        if spans and filled and len(spans) > 1:
             axes.fill_between([x for x, _ in spans], [b[0] for _, b in spans],
                               [b[1] for _, b in spans], color=line.get_color(), alpha=0.15,
                               linewidth=0)
-            if len(spans) == 1:  # one run with samples: a bar instead of an invisible area
-                x, (low, high) = spans[0]
-                axes.vlines(x, low, high, color=line.get_color(), alpha=0.4, linewidth=6)
+        elif spans:  # one run with samples, or too many series for areas: a bar per run
+            axes.vlines([x for x, _ in spans], [b[0] for _, b in spans], [b[1] for _, b in spans],
+                        color=line.get_color(), alpha=0.5, linewidth=3 if filled else 2)
+    order = {id(document): x for x, (_, document) in enumerate(runs)}
+    ringed = [(order[id(inputs[index][1])] + offsets[key], value) for index, key, value in rings
+              if key in offsets]
+    if ringed:
+        axes.scatter([x for x, _ in ringed], [y for _, y in ringed], **RING,
+                     label="latency regression (hil compare)")
     known = [v for key in chosen for v in series[key] if v is not None]
     known += [edge for key in chosen for band in bands.get(key, []) if band for edge in band]
     if known and min(known) > 0 and max(known) / min(known) > 10:
@@ -145,13 +190,15 @@ def trend_figure(inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "a
     failures = [run_failures(document) for _, document in runs]
     labels = [label + (f"\n{n} failed" if n else "")
               for label, n in zip(run_labels(runs), failures, strict=True)]
-    axes.set_xticks(xs, labels, fontsize=7)
+    axes.set_xticks(xs, _tick_labels(labels, failures), fontsize=7, rotation=45, ha="right",
+                    rotation_mode="anchor")
     for x, (tick, failed) in enumerate(zip(axes.get_xticklabels(), failures, strict=True)):
         if failed:  # a red night stands out from the trend
             tick.set_color("tab:red")
             axes.axvspan(x - 0.4, x + 0.4, color="tab:red", alpha=0.08, linewidth=0)
-    axes.set_xlabel("run (ordered by start time); shaded: p10-p90 of the run's samples; "
-                    "red: a run with failed cases")
+    band_words = "shaded" if filled else "bars"
+    axes.set_xlabel(f"run (ordered by start time); {band_words}: p10-p90 of the run's samples; "
+                    "red: a run with failed cases" + ("; ringed: a latency regression" if ringed else ""))
     axes.set_ylabel(f"latency, ms ({'p50, else avg' if metric == 'auto' else metric})")
     axes.grid(True, alpha=0.3)
     title = "hil latency trend"
@@ -161,7 +208,8 @@ def trend_figure(inputs: Sequence[tuple[Path, dict[str, Any]]], metric: str = "a
         title += "\nVIRTUAL boards: ExecuTorch host runtime, not the NPU"
     axes.set_title(title, fontsize=10)
     if chosen:
-        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False,
+                    handlelength=4)  # long enough to show a dash-dot or a dotted style
     else:
         axes.text(0.5, 0.5, "no latency measured", ha="center", va="center", transform=axes.transAxes)
     return figure, len(chosen)

@@ -437,11 +437,17 @@ def load_results(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise UsageError(f"{path}: not a results document (the top level is not an object)")
     if document.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: field 'schema' is {document.get('schema')!r}, expected {SCHEMA!r}")
+        found = document.get("schema")
+        said = (f"is {found}" if isinstance(found, str) else "is missing" if found is None
+                else f"is {_kind(found)}")
+        raise UsageError(f"{path}: not a hil results document (its field 'schema' {said}, "
+                         f"a hil results.json says {SCHEMA})")
     version = document.get("version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
-        raise UsageError(f"{path}: field 'version' is {version!r}, this hil reads {readable}")
+        said = ("missing" if version is None else str(version) if isinstance(version, (int, str))
+                else _kind(version))
+        raise UsageError(f"{path}: field 'version' is {said}, this hil reads {readable}")
     if not isinstance(document.get("run"), dict):
         raise UsageError(f"{path}: field 'run' is missing or not an object")
     if document["run"].get("status") == "running":  # its writer never finished: take the journal

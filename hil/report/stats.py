@@ -24,6 +24,21 @@ def latency_of(case: dict[str, Any], key: str) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+HEADLINE = "p50"
+"""The latency statistic a case is shown with, on the live line and in the table alike: the
+median of the steady-state samples (what `hil compare` compares), robust to one slow sample."""
+
+
+def headline_latency(case: dict[str, Any]) -> tuple[str, float] | None:
+    """(`p50`, value), or (`avg`, value) for a record without a median (older files); None
+    when the case has no latency."""
+    for key in (HEADLINE, "avg"):
+        value = latency_of(case, key)
+        if value is not None:
+            return key, value
+    return None
+
+
 def samples_of(case: dict[str, Any]) -> list[float]:
     """The case's steady-state samples (ms): finite, non-negative numbers only."""
     samples = (case.get("latency_ms") or {}).get("samples") or []

@@ -9,7 +9,8 @@ they bury hil's own lines. `third_party_to_file(PATH)` sends, for the length of 
   `sys.stderr` (torch's) land there, and every child inherits it (the lowering workers,
   the adb server, the virtual boards, whose own logs go to their folders anyway);
 - Python warnings (`logging.captureWarnings`) and records of loggers outside `hil` to PATH;
-- hil's own log records to the real stderr, as before.
+- hil's own log records to the real stderr, as before; hil's own status lines too, written
+  to `hil_stderr()` (inside the block, `sys.stderr` is the file's).
 
 On exit everything is put back, also after an interrupt.
 """
@@ -26,6 +27,13 @@ from typing import TextIO
 
 FILE_NAME = "third-party.log"
 """Its name in the run's output folder."""
+_CONSOLES: list[TextIO] = []
+"""The real stderr of each `third_party_to_file` block open now, innermost last."""
+
+
+def hil_stderr() -> TextIO:
+    """Where hil's own status lines go: the real stderr, also inside `third_party_to_file`."""
+    return _CONSOLES[-1] if _CONSOLES else sys.stderr
 
 
 class _HilRecords(logging.Filter):
@@ -63,9 +71,11 @@ def third_party_to_file(path: Path) -> Iterator[TextIO]:
     file_handler.addFilter(file_filter)
     root.addHandler(file_handler)
     logging.captureWarnings(True)
+    _CONSOLES.append(console)
     try:
         yield console
     finally:
+        _CONSOLES.remove(console)
         logging.captureWarnings(False)
         root.removeHandler(file_handler)
         for handler, stream in moved:

@@ -27,6 +27,12 @@ MUST_FAIL_MISMATCH = {"miscompute", "noise"}
 """Wrong numbers (every program's outputs off by half their RMS): FAIL_MISMATCH, never PASS."""
 FD_SLACK = 8
 THREAD_SLACK = 8
+CAPACITY_GOAL = 3.25 / 4
+"""The policy's capacity goal (a): in the worst tenth of the run, the boards in the run or
+held by a dealt state fault are at least this share of all boards (3.25 of 4)."""
+KEPT_OUT_GOAL = 0.05
+"""The policy's capacity goal (b): the board-seconds it kept a board out while no fault held
+it are at most this share of all board-seconds."""
 
 
 def figures(seen: Observed) -> dict[str, Any]:  # noqa: C901 - one figure after another
@@ -123,6 +129,7 @@ def figures(seen: Observed) -> dict[str, Any]:  # noqa: C901 - one figure after 
     report["quarantined_board_s"] = speed.get("quarantined_board_s")
     report["quarantined_not_held_board_s"] = speed.get("quarantined_not_held_board_s")
     report["throughput_deciles"] = speed["deciles"]
+    report.update(capacity_goals(speed, len(seen.board_names)))
     report.update(steady_pace(attempts))
     first, last = seen.first, seen.last
     if first and last:
@@ -151,6 +158,25 @@ def figures(seen: Observed) -> dict[str, Any]:  # noqa: C901 - one figure after 
     )
     report["invariants_failed"] = invariants(report)
     return report
+
+
+def capacity_goals(speed: dict[str, Any], boards: int) -> dict[str, Any]:
+    """The policy judged on what it controls (docs: reliability): (a) the worst decile of
+    the boards in the run or held by a dealt fault against CAPACITY_GOAL of `boards`, (b) the
+    share of all board-seconds kept out while no fault held the board against KEPT_OUT_GOAL;
+    each with whether it is met (None when the run was too short to say)."""
+    deciles = [d for d in speed.get("boards_in_run_or_held_deciles") or [] if d is not None]
+    worst = min(deciles, default=None)
+    out, total = speed.get("quarantined_not_held_board_s"), speed.get("board_s")
+    share = round(out / total, 4) if out is not None and total else None
+    return {
+        "capacity_worst_decile_in_run_or_held": worst,
+        "capacity_goal_boards": round(CAPACITY_GOAL * boards, 2),
+        "capacity_goal_met": None if worst is None else worst >= CAPACITY_GOAL * boards,
+        "kept_out_not_held_share": share,
+        "kept_out_goal_share": KEPT_OUT_GOAL,
+        "kept_out_goal_met": None if share is None else share <= KEPT_OUT_GOAL,
+    }
 
 
 def invariants(report: dict[str, Any]) -> list[str]:

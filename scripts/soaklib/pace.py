@@ -105,7 +105,8 @@ def throughput(finished: list[Finished], events: list[Event], names: list[str],
                 round(boards_in_run(out_not_held, *edges(i)), 2) for i in range(10)],
             "quarantined_board_s": round(sum(b - a for spans in out.values() for a, b in spans), 1),
             "quarantined_not_held_board_s": round(
-                sum(b - a for spans in out_not_held.values() for a, b in spans), 1)}
+                sum(b - a for spans in out_not_held.values() for a, b in spans), 1),
+            "board_s": round(len(names) * (times[-1] - times[0]), 1)}
 
 
 def steady_pace(attempts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -161,3 +161,34 @@ def test_hil_boards_says_which_server_and_what_it_sees(lab) -> None:
     down = hil("doctor", "--adb-server", dead_server_address(), "--require", "adb", timeout=120)
     assert down.returncode == 3
     assert "does not answer" in down.stdout and "ssh -N -L" in down.stdout
+
+
+def _hil_env(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """hil with adb's and labgrid's variables as given (the test's own removed)."""
+    import os
+
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("ADB_SERVER_SOCKET", "HIL_ADB_SERVER", "LG_COORDINATOR")
+                   and not k.startswith("ANDROID_ADB_SERVER")}
+    return subprocess.run([sys.executable, "-m", "hil", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**environment, **env})
+
+
+def test_hil_boards_alone_lists_what_the_default_server_sees(lab) -> None:
+    """No argument: the boards of the server adb itself would use (its own variables), the
+    coordinator named or said to be unset; exit 0, or 2 when a server does not answer."""
+    one, b1 = lab["one"], lab["b1"]
+    for variables in ({"ANDROID_ADB_SERVER_PORT": str(one.port)},
+                      {"ADB_SERVER_SOCKET": f"tcp:127.0.0.1:{one.port}"}):
+        done = _hil_env("boards", **variables)
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        source = "ADB_SERVER_SOCKET" if "ADB_SERVER_SOCKET" in variables else "ANDROID_ADB_SERVER_ADDRESS/PORT"
+        assert lines[0] == f"adb server {one.address} ({source}): 1 board(s)"
+        assert lines[1].split() == ["serial", "state"] and lines[2].split() == [b1.address, "device"]
+        assert lines[-1] == "labgrid coordinator: none set (--labgrid HOST:PORT or LG_COORDINATOR)"
+    down = dead_server_address()
+    done = _hil_env("boards", "--adb-server", down, LG_COORDINATOR=dead_server_address())
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"no adb server answers at {down}" in done.stderr
+    assert "labgrid coordinator 127.0.0.1:" in done.stdout  # named, and its places tried

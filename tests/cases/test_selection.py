@@ -48,7 +48,7 @@ def test_bad_shard_is_a_usage_error(text):
 
 
 def test_unknown_suite_and_precision_are_usage_errors():
-    with pytest.raises(UsageError, match="unknown suite 'nope'"):
+    with pytest.raises(UsageError, match="--suite nope: no such suite"):
         load_suite("nope")
     with pytest.raises(UsageError, match="--precision"):
         expand_precisions(load_suite("smoke"), "int4")

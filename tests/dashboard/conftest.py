@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard.nights import write_nights
+from tests.dashboard.nights import write_nights, write_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,4 +29,26 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, nights: list[Path]) -> P
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 latency regression(s)" in done.stdout
+    return out / "index.html"
+
+
+@pytest.fixture(scope="session")
+def one_night(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`hil dashboard` over two runs of one chipset on one night (02:17 and 05:00 UTC, no
+    board event, nothing to compare with): its index.html."""
+    from hil.report.results import load_results, save_results
+
+    root = tmp_path_factory.mktemp("one-night")
+    first = write_run(root / "first", 1, "E9945")
+    second = write_run(root / "second", 1, "E9945")
+    document = load_results(second)
+    document["run"].update(started=document["run"]["started"].replace("T02:19:00", "T05:00:00"),
+                           id=document["run"]["id"] + "-again")
+    save_results(document, second)
+    out = root / "dashboard"
+    done = subprocess.run([sys.executable, "-m", "hil", "dashboard", str(first), str(second), "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 night(s), 2 run(s)" in done.stdout
     return out / "index.html"

@@ -102,3 +102,21 @@ def test_the_failures_filter_hides_the_rows_without_one(browser, loaded) -> None
     assert browser.evaluate(visible) == len({(c, s, p) for _, c, s, p, _ in [*INJECTED_FAILURES, *INJECTED_ERRORS]})
     browser.evaluate("document.getElementById('only-bad').click()")
     assert browser.evaluate(visible) == 18
+
+
+def test_one_night_gets_an_axis_per_run_and_sentences_instead_of_empty_charts(
+        browser, one_night, tmp_path) -> None:
+    """Two runs on one night: each lane's latency chart has one tick per run (its start time),
+    not one smeared night; the SQNR movers and the boards' health, with nothing to draw, are
+    a sentence each, not an axis around nothing."""
+    assert browser.load(one_night.as_uri()).problems == []
+    ticks = browser.evaluate("""Array.from(document.querySelectorAll('#latency figure svg')).map(svg =>
+      Array.from(svg.querySelectorAll('g[id^="xtick"] text')).map(t => t.textContent.trim()))""")
+    assert len(ticks) == 2 and all(labels == ["02:19:00", "05:00:00"] for labels in ticks), ticks
+    for section, words in (("sqnr", "No case's worst SQNR dropped"), ("health", "No quarantine, no recovery step")):
+        figure = browser.evaluate(f"""(() => {{ const f = document.querySelector('#{section} figure');
+          return [f.querySelectorAll('svg').length, f.textContent.trim()]; }})()""")
+        assert figure[0] == 0 and figure[1].startswith(words), figure
+    folder = Path(os.environ["HIL_TEST_ARTIFACTS"]) / "dashboard" if os.environ.get(
+        "HIL_TEST_ARTIFACTS") else tmp_path
+    print(f"one-night dashboard screenshot: {browser.screenshot(folder / 'one-night.png')}")

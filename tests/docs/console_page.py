@@ -36,6 +36,10 @@ _NORMALISE = (
     (re.compile(r"[ \t]+"), " "),
 )
 _LOWERING = re.compile(r"^lowered \d+/\d+\b")
+_LOWERED_CASE = re.compile(r"^(lowered \d+/\d+ .*): \S+ \(T s(, failed)?\)$")
+"""A case lowered: its name (the workers finish in any order) as CASE."""
+_HEARTBEAT = re.compile(r"^still lowering: ")
+"""The line after 30 s without one: there or not, as the machine's speed has it."""
 _CASE_LINE = re.compile(r"^\[ ?\d+/(?P<total>\d+)\] ")
 _TABLE_ROW = re.compile(r"^\S+\.(?:fp32|a8w8) ")
 _MARK = "@@hil-docs-step"
@@ -134,6 +138,7 @@ def _case_order_left_out(lines: list[str]) -> list[str]:
 
 def _streams(lines: list[str]) -> tuple[list[str], list[str]]:
     """(the lowering lines, the rest with the case order left out); a `...` line belongs to both."""
+    lines = [_LOWERED_CASE.sub(r"\1: CASE", line) for line in lines if not _HEARTBEAT.match(line)]
     lowering = [line for line in lines if line == ELLIPSIS or _LOWERING.match(line)]
     rest = [line for line in lines if line == ELLIPSIS or not _LOWERING.match(line)]
     return lowering, _case_order_left_out(rest)

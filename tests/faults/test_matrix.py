@@ -24,7 +24,7 @@ import pytest
 
 from hil.adbserver import AdbServer
 from hil.board.adb import AdbBoard
-from hil.board.recovery import BoardFrozen, Recovery, ServerKeeper
+from hil.board.recovery import SILENT_S, BoardFrozen, Recovery, ServerKeeper
 from hil.errors import InfraError, UsageError
 from hil.report.results import load_results
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
@@ -230,7 +230,10 @@ def test_fault(row: Row, boards: dict[str, Any], adb_server: AdbServer, tmp_path
         steps = _board(doc, "a")["recovery"]  # reconnect waiting out adb's handshake, no reboot
         assert [(s["step"], s["recovered"]) for s in steps] == [("reconnect", False),
                                                                 ("power-cycle", True)], steps
-        assert steps[0]["message"].startswith("BoardFrozen: ") and steps[0]["seconds"] < IDLE_S + 2
+        # hil's own probe found it frozen within its limit (not `adb connect` waiting out
+        # adb's 10 s handshake): the message names that limit, whatever the machine's load
+        assert steps[0]["message"].startswith("BoardFrozen: "), steps
+        assert f"does not answer within {min(SILENT_S, IDLE_S):g} s" in steps[0]["message"], steps
         if row.kill_adb_server:  # the server lost it: hil's own CNXN found it silent
             assert "its adbd accepts a connection but does not answer" in steps[0]["message"], steps
     if row.fault == "runner hang":  # killed on the board by its PID, not left hanging

@@ -50,7 +50,7 @@ def test_a_20_percent_latency_regression_exits_1_and_the_trend_png_is_drawn(
     mid = _run(tmp_path, "mid", "2026-11-29T03:00:00Z", {"conv2d": 1.1, "add": 0.9})
     new = _run(tmp_path, "new", "2026-11-30T03:00:00Z", {"conv2d": 1.2, "linear": 1.05, "add": 0.8})
     png = tmp_path / "plots" / "trend.png"
-    code = main(["compare", str(base), str(new), str(mid), "--threshold", "10%", "--plot", str(png)])
+    code = main(["compare", str(base), str(mid), str(new), "--threshold", "10%", "--plot", str(png)])
     out = capsys.readouterr().out
     assert code == 1
     assert out.startswith("## hil compare: 1 regression(s)")
@@ -102,6 +102,50 @@ def test_pass_to_fail_and_worse_numbers_are_accuracy_regressions(tmp_path: Path)
     assert len(comparison.regressions) == 3
 
 
+def test_over_many_files_the_first_is_the_base_and_the_last_the_new_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A glob over nights (`nights/*/results.json`): the newest night's regression decides the
+    table and the exit code, as comparing the first and the last directly does; the nights
+    between only feed the trend (and without --plot, stderr says so)."""
+    nights = [_run(tmp_path, f"n{day}", f"2026-11-{day}T03:00:00Z", {}) for day in (26, 27, 28)]
+    nights.append(_run(tmp_path, "n29", "2026-11-29T03:00:00Z", {"conv2d": 1.3, "softmax": 1.4}))
+    direct = main(["compare", str(nights[0]), str(nights[-1])])
+    direct_out = capsys.readouterr().out
+    png = tmp_path / "trend.png"
+    code = main(["compare", *map(str, nights), "--plot", str(png)])
+    out = capsys.readouterr().out
+    assert direct == code == 1
+    assert out.startswith("## hil compare: 2 regression(s)\n")
+    assert out.split("\ntrend plot:")[0] == direct_out
+    assert f"new: `{nights[-1]}`" in out and f"base: `{nights[0]}`" in out
+    assert "(4 case(s), 4 runs)" in out
+    assert main(["compare", *map(str, nights)]) == 1  # without --plot: first and last all the same
+    captured = capsys.readouterr()
+    assert captured.out == direct_out
+    assert "the 2 file(s) between are drawn only by --plot" in captured.err
+
+
+def test_missing_cases_make_the_heading_say_so_not_no_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
+    cold = load_results(_run(tmp_path, "cold", "2026-11-29T03:00:00Z", {"conv2d": 1.4}))
+    cold["cases"] = [c for c in cold["cases"] if c["id"] in ("conv2d", "linear")]
+    save_results(cold, tmp_path / "cold.json")
+    assert main(["compare", str(base), str(tmp_path / "cold.json")]) == 1
+    heading = capsys.readouterr().out.splitlines()[0]
+    assert heading == "## hil compare: 1 regression(s), 2 case(s) of the base missing from the new run"
+    cold["cases"] = [c for c in cold["cases"] if c["id"] == "linear"]
+    save_results(cold, tmp_path / "cold.json")
+    assert main(["compare", str(base), str(tmp_path / "cold.json")]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "## hil compare: 3 case(s) of the base missing from the new run")
+    assert main(["compare", str(base), str(tmp_path / "cold.json"), "--allow-missing"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "## hil compare: no regression (3 case(s) missing, allowed)")
+
+
 def test_missing_new_and_errored_cases_are_listed_not_regressions(tmp_path: Path) -> None:
     base = _run(tmp_path, "base", "2026-11-28T03:00:00Z", {})
     new = sample_results()
@@ -137,8 +181,6 @@ def test_bad_input_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     missing = tmp_path / "nope.json"
     assert main(["compare", str(base), str(missing)]) == 3
     assert f"{missing}: no such results file" in capsys.readouterr().err
-    assert main(["compare", str(base), str(base), str(base)]) == 3  # extra files need --plot
-    assert "--plot" in capsys.readouterr().err
 
 
 def _noisy(tmp_path: Path, name: str, started: str, cases: dict[str, list[float]],

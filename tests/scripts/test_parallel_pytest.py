@@ -111,6 +111,37 @@ def test_exit_codes_combine_as_one_pytest_run_would():
     assert combined([2, 1]) == 2  # interrupted beats failed
 
 
+def test_a_missing_exit_code_is_a_failure_never_green():
+    module = _module()
+    assert module.combined_exit([None, 0, 0]) == module.UNFINISHED != 0
+    assert module.combined_exit([None, 5, 5]) != 0
+    assert module.lane_exit(None, summary_seen=True) == module.UNFINISHED
+    assert module.lane_exit(0, summary_seen=False) == module.UNFINISHED
+    assert module.lane_exit(0, summary_seen=True) == 0 and module.lane_exit(1, summary_seen=False) == 1
+
+
+@pytest.mark.parametrize("line", ["1 passed in 0.01s", "=== 3 passed, 1 skipped in 2.01s ===",
+                                  "no tests ran in 0.00s", "===== 2 failed, 10 passed, 1 warning in 61.20s (0:01:01) ====="])
+def test_the_closing_summary_line_is_recognised(line):
+    assert _module()._SUMMARY.match(line)
+
+
+@pytest.mark.parametrize("serial", [False, True])
+def test_a_lane_that_exits_0_before_its_summary_is_a_failure(tree, serial):
+    """A test that ends its pytest process with os._exit(0) mid-run: exit 0, no closing summary
+    line, tests after it never ran. In either mode the run is red and says why."""
+    (tree / "tests" / "test_cpu.py").write_text(
+        "import os\n"
+        "def test_ends_the_session():\n"
+        "    os._exit(0)\n"
+        "def test_never_runs():\n"
+        "    pass\n"
+    )
+    done = run(tree, "-q", *(["tests/test_cpu.py"] if serial else []))
+    assert done.returncode == _module().UNFINISHED, done.stdout + done.stderr
+    assert "without" in done.stdout and "closing summary line" in done.stdout
+
+
 def test_the_second_half_runs_as_a_third_process_and_only_once(tree):
     """tests/board (one of parallel-pytest's SECOND_HALF folders) runs in `rest-2`, at the same
     time as the others, and `rest` leaves it out."""

@@ -153,3 +153,19 @@ def test_a_board_out_while_its_fault_held_is_told_from_one_the_policy_kept_out()
     not_held = {"a": pace.without(out["a"], [(8.0, 14.0)]), "b": out["b"]}
     assert not_held["a"] == [(14.0, 20.0)]
     assert pace.boards_in_run(not_held, 0.0, 20.0) == 1.7
+
+
+def test_the_capacity_goals_are_judged_and_said() -> None:
+    """(a) the worst decile of boards in the run or held against 3.25 of 4; (b) the board-
+    seconds kept out while no fault held the board against 5 % of all board-seconds."""
+    analysis = _soaklib("analysis")
+    speed = {"boards_in_run_or_held_deciles": [4.0, 3.9, 3.3, 4.0], "quarantined_not_held_board_s": 40.0,
+             "board_s": 1000.0}
+    goals = analysis.capacity_goals(speed, 4)
+    assert goals["capacity_worst_decile_in_run_or_held"] == 3.3 and goals["capacity_goal_boards"] == 3.25
+    assert goals["capacity_goal_met"] is True
+    assert goals["kept_out_not_held_share"] == 0.04 and goals["kept_out_goal_met"] is True
+    worse = analysis.capacity_goals({**speed, "boards_in_run_or_held_deciles": [3.2],
+                                     "quarantined_not_held_board_s": 60.0}, 4)
+    assert worse["capacity_goal_met"] is False and worse["kept_out_goal_met"] is False
+    assert analysis.capacity_goals({}, 4)["capacity_goal_met"] is None  # too short a run to say

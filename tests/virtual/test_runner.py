@@ -258,8 +258,17 @@ def test_upstream_profile_refuses_quantized_kernels_at_load(board: Board) -> Non
     assert board.run("--model", "a8w8.pte", "--output_path", "out", profile="hil").exit_code == 0
 
 
-def test_upstream_profile_runs_a_portable_fp32_program(board: Board) -> None:
-    assert board.run("--model", "counter.pte", profile="upstream").exit_code == 0
+def test_upstream_profile_runs_a_portable_fp32_program_as_the_hil_profile_does(board: Board) -> None:
+    (board.workdir / "upstream").mkdir()  # the runner writes into an existing folder, as upstream's
+    upstream = board.run("--model", "counter.pte", "--output_path", "upstream", profile="upstream")
+    assert (upstream.exit_code, upstream.signal) == (0, None), upstream.stderr
+    outputs = np.fromfile(board.workdir / "upstream" / "output_0.bin", dtype=np.float32).tolist()
+    ours = board.run("--model", "counter.pte", "--output_path", "out", profile="hil")
+    assert (ours.exit_code, ours.signal) == (0, None), ours.stderr
+    assert outputs == board.output(0).tolist() == [2.0, 2.0]  # the 1st run and 1 timed run
+    # the same order of work at the same upstream source lines, only the timing's figures differ
+    assert [entry[:2] for entry in lines(upstream)] == [entry[:2] for entry in lines(ours)]
+    assert [m for _, _, m in lines(upstream)[:-1]] == [m for _, _, m in lines(ours)[:-1]]
 
 
 def test_failed_execution_aborts_after_the_timing_line(board: Board) -> None:

@@ -35,6 +35,7 @@ def network_run(tmp_path_factory: pytest.TempPathFactory, adb_server, virtual_bo
         cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     (root / "stdout.txt").write_text(done.stdout)
+    (root / "stderr.txt").write_text(done.stderr)
     report = subprocess.run(
         [sys.executable, "-m", "hil", "report", str(root / "hil-out" / "results.json"),
          "--junit", str(root / "hil-out" / "again.xml"), "--summary",

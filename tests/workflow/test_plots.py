@@ -72,13 +72,16 @@ def test_in_a_pipe_the_lowering_is_said_from_the_first_artifact() -> None:
     stream = io.StringIO()
     progress = PlainProgress(8, stream)
     for _ in range(8):
-        progress.on_lowered(SimpleNamespace(cached=False, artifact=object()))
+        progress.on_lowered(SimpleNamespace(cached=True, artifact=object(), case_key="k", seconds=0.0))
+    progress.close()
     lines = stream.getvalue().splitlines()
     assert [line.split(" (")[0] for line in lines] == [
         "lowered 1/8", "lowered 2/8", "lowered 4/8", "lowered 6/8", "lowered 8/8"]
 
 
-def test_a_run_says_what_it_does_from_the_first_second(network_run: Path) -> None:
-    first, second = (network_run.parent / "stdout.txt").read_text().splitlines()[:2]
+def test_a_run_says_what_it_does_from_the_first_second_on_stderr(network_run: Path) -> None:
+    first, second = (network_run.parent / "stderr.txt").read_text().splitlines()[:2]
     assert first.startswith("hil: loading suite(s) ")
     assert second.startswith("hil: 3 case(s) selected; bringing up board(s) ")
+    stdout = (network_run.parent / "stdout.txt").read_text()
+    assert not [line for line in stdout.splitlines() if line.startswith("hil: ")]  # status: stderr
