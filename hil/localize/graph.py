@@ -299,11 +299,13 @@ def iterate_values(graph_module: torch.fx.GraphModule,
     interpreter = torch.fx.Interpreter(graph_module)
     interpreter.args_iter = iter(inputs)
     env = interpreter.env
-    with torch.no_grad():
-        for node in graph_module.graph.nodes:
-            if node.op == "output" or (node.op == "call_module" and not node.users):
-                continue
+    for node in graph_module.graph.nodes:
+        if node.op == "output" or (node.op == "call_module" and not node.users):
+            continue
+        # no_grad around each node, never around the yield: grad mode is the thread's, and a
+        # generator suspended (or abandoned) inside the block would leave it off for the caller
+        with torch.no_grad():
             env[node] = interpreter.run_node(node)
-            yield node, env[node]
-            for done in interpreter.user_to_last_uses.get(node, []):
-                env.pop(done, None)
+        yield node, env[node]
+        for done in interpreter.user_to_last_uses.get(node, []):
+            env.pop(done, None)

@@ -56,7 +56,8 @@ def quantize_a8w8(module: torch.nn.Module, example: tuple[Any, ...],
     DecomposeScaledDotProductAttention()(exported_module)
     annotated_module = prepare_pt2e(exported_module, quantizer)
     if train is not None:
-        train(annotated_module)
+        with torch.enable_grad():  # whatever the caller's grad mode: training needs it
+            train(annotated_module)
     else:
         with torch.no_grad():
             for data in calibration:

@@ -85,3 +85,16 @@ def test_a8w8_cuts_after_the_requantization_and_never_inside_a_fused_pattern(a8w
     dequantize = next(n for n in cut.graph.nodes if n.name == hardswish.cut)
     assert step is not None and step >= dequantize.args[1] > 0  # the step read at the probed node
     assert not any("quantize" in n.op for n in plan.nodes)  # the quantization's nodes are not ops
+
+
+def test_walking_the_graph_leaves_the_threads_grad_mode_as_it_found_it(fp32) -> None:
+    """Grad mode is the thread's: a walk that is suspended, or abandoned half-way (a probe
+    that stops at the first diverging node), must not leave it off for the caller (a later
+    quantization-aware training in the same process)."""
+    graph_module, inputs, _ = fp32
+    assert torch.is_grad_enabled()
+    walk = iterate_values(graph_module, inputs)
+    next(walk)
+    assert torch.is_grad_enabled()  # suspended at its first node
+    walk = None  # abandoned, not exhausted
+    assert torch.is_grad_enabled()
