@@ -1,6 +1,7 @@
 """The adb servers hil talks to: its own private one, or a lab's that it only uses.
 
-- `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process.
+- `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process,
+  presenting hil's own adb key besides the user's (`hil/adbkey.py`: the virtual boards trust it).
   It keeps a run away from whatever uses the default port 5037, and owning its PID lets us
   stop it for sure; it dies with hil even when hil is killed (`hil.lifeline`). Right for
   boards the run itself `adb connect`s (virtual and network boards); never for USB boards
@@ -35,6 +36,7 @@ from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
 from hil import lifeline
+from hil.adbkey import ensure_hil_key
 from hil.attention import check_state
 from hil.errors import InfraError, UsageError
 
@@ -377,6 +379,9 @@ class AdbServer(_Server):
         # server listen on the lab's host; none of the lab's variables reach it
         env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
         env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
+        # hil's own key besides the user's: the virtual boards hil starts trust it (hil/adbkey.py)
+        vendor = [env["ADB_VENDOR_KEYS"]] if env.get("ADB_VENDOR_KEYS") else []
+        env["ADB_VENDOR_KEYS"] = os.pathsep.join([*vendor, str(ensure_hil_key(self.adb))])
         self._port_files = [path for path in _port_files(env, self.port) if not path.exists()]
         for path in self._port_files:  # gone with hil even when hil is killed (`_reap` otherwise)
             lifeline.remove_with(path)

@@ -5,8 +5,11 @@ Board root layout (`--root DIR`):
 - `DIR/fs/` is the device's `/`. Shell commands run in a bubblewrap sandbox with `fs/`
   mounted read-only as `/`, `fs/data` read-write as `/data` (like an unrooted board:
   only `/data` is writable), the host's `/usr` and `/etc` (and the Python running the
-  board) read-only, `/proc` and a fresh `/dev`. The pid namespace is shared, so a PID
-  printed by one shell can be killed from another.
+  board) read-only, `/proc` and a fresh `/dev`. Every shell joins the board's own pid
+  namespace (`sandboxes.PidNamespace`): a PID printed by one shell can be killed from another,
+  and no shell sees the host's processes (the board's own included: no `/proc/PID/root` leads
+  out). Each shell has an IPC and a network namespace of its own: the board's loopback is not
+  the host's (no shell reaches an adb server or any other service listening on the host's).
 - `DIR/run/` holds the board's own files, not visible as such to the device:
   `logcat.txt` (bound at `/dev/hil/logcat`, read by the `logcat` stub),
   `control` (a FIFO bound at `/dev/hil/control`: the `reboot` stub writes `reboot` there),
@@ -38,6 +41,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from hil import lifeline
@@ -46,7 +50,7 @@ from hil.report.results import atomic_write_text
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.device_programs import stub_programs
 from hil.virtual.protocol import DEVICE_MAXDATA
-from hil.virtual.sandboxes import Sandboxes
+from hil.virtual.sandboxes import PidNamespace, Sandboxes
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +143,7 @@ class Device:
         if bwrap is None:
             raise InfraError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         self._bwrap = bwrap
+        self._pids = PidNamespace(self._init_argv, lifeline.child_env())
         platform = soc_model(chipset).lower()
         self.properties: dict[str, str] = {
             "ro.soc.manufacturer": "Samsung",
@@ -155,6 +160,7 @@ class Device:
             "ro.build.version.sdk": "35",
             "ro.build.version.release": "15",
             "ro.build.type": "user",
+            "ro.adb.secure": "1",  # adb authentication required (hil/virtual/auth.py)
             "ro.serialno": serial,
             "ro.hil.virtual": "1",
             "ro.hil.virtual.chipset": chipset,
@@ -338,11 +344,13 @@ class Device:
         if not host_path.is_relative_to(self.fs / "data"):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    def sandbox_argv(self, command: str | None, env: dict[str, str]) -> list[str]:
+    def sandbox_argv(self, command: str | None, env: dict[str, str],
+                     namespaces: Sequence[str] = ()) -> list[str]:
         """The bwrap command line that runs `/system/bin/sh -c COMMAND` on the device
-        (an interactive-less `sh` reading stdin when COMMAND is None)."""
+        (an interactive-less `sh` reading stdin when COMMAND is None), in its own IPC and
+        network namespaces and `namespaces` (bwrap options: the board's pid namespace)."""
         argv = [
-            self._bwrap,
+            self._bwrap, *namespaces, "--unshare-ipc", "--unshare-net",
             "--ro-bind", str(self.fs), "/",
             "--ro-bind" if self.readonly_data else "--bind", str(self.fs / "data"), "/data",
         ]
@@ -389,8 +397,10 @@ class Device:
         device's environment shows it as HIL_LIFELINE (bwrap's --die-with-parent alone
         leaves the sandboxed shell running once bwrap is gone)."""
         tied = lifeline.child_env()
+        namespaces, fds = self._pids.join()
         process = await asyncio.create_subprocess_exec(
-            *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}),
+            *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}, namespaces),
+            pass_fds=fds,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
@@ -400,4 +410,15 @@ class Device:
         )
         self._sandboxes.add(process)
         return process
+
+    def _init_argv(self, info_fd: int) -> list[str]:
+        """The first process of the board's pid namespace: a sandbox like a shell's, with
+        `--unshare-pid`, sleeping until the board ends (`PidNamespace`)."""
+        tied = lifeline.child_env()
+        return self.sandbox_argv("exec sleep infinity", {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV]},
+                                 ["--unshare-pid", "--info-fd", str(info_fd)])
+
+    def close(self) -> None:
+        """End the board's pid namespace (every process still in it ends)."""
+        self._pids.close()
 

@@ -1,4 +1,5 @@
-"""The virtual board's running shells, and `/data` made read-only (or writable) under them.
+"""The virtual board's running shells, the pid namespace they share (`PidNamespace`), and
+`/data` made read-only (or writable) under them.
 
 Each shell runs in a bubblewrap sandbox whose `/data` is a bind mount of the board's data
 folder (`Device.sandbox_argv`). A real board's `/data` remounted read-only (an ext4 error)
@@ -13,6 +14,10 @@ remount fails the board logs it, and the shells started before keep a writable `
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import json
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -70,3 +75,70 @@ def _sandboxed_child(bwrap_pid: int) -> int | None:
     except OSError:
         return None
     return int(children[0]) if children else None
+
+
+NS_GET_USERNS = 0xB701
+"""ioctl(2) on a namespace file: the user namespace that owns it (ioctl_ns(2))."""
+
+
+class PidNamespace:
+    """The board's own pid namespace, which every shell joins (bwrap `--pidns FD`): a PID one
+    shell prints is one another can kill, as on a board, and no shell sees a process of the
+    host (the board's own included). Its first process is a bwrap `init` started here
+    (`--unshare-pid --unshare-ipc`, its own IPC namespace too), dying with the board; when it
+    dies every process in the namespace dies with it, and the next shell starts a new one.
+    Run as root, bwrap joins it directly; otherwise through the user namespace that owns it
+    (`--userns FD`: unprivileged bwrap makes one user namespace for the sandbox and another
+    inside it)."""
+
+    def __init__(self, init_argv: Callable[[int], list[str]], env: dict[str, str]) -> None:
+        """`init_argv(info_fd)`: the bwrap command line of the namespace's first process,
+        writing bwrap's `--info-fd` JSON to `info_fd`."""
+        self._init_argv = init_argv
+        self._env = env
+        self._init: subprocess.Popen[bytes] | None = None
+        self._fds: tuple[int, ...] = ()
+
+    def join(self) -> tuple[list[str], tuple[int, ...]]:
+        """bwrap options joining the namespace and the descriptors they name (to pass to the
+        sandbox's bwrap); the namespace is started (again) when its init is not running."""
+        if self._init is None or self._init.poll() is not None:
+            self._start()
+        pid_fd, *owner = self._fds
+        options = ["--pidns", str(pid_fd)]
+        if owner:
+            options = ["--userns", str(owner[0]), *options]
+        return options, self._fds
+
+    def _start(self) -> None:
+        self.close()
+        read_end, write_end = os.pipe()
+        try:
+            self._init = subprocess.Popen(  # noqa: S603 - a fixed argument list
+                self._init_argv(write_end), pass_fds=(write_end,), env=self._env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            os.close(write_end)
+        with os.fdopen(read_end, "rb") as info:
+            text = info.read().decode(errors="replace")
+        try:
+            child = int(json.loads(text)["child-pid"])
+            pid_fd = os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        except (ValueError, KeyError, OSError) as exc:
+            self.close()
+            raise OSError(f"the board's pid namespace did not start ({text.strip() or exc})") from exc
+        self._fds = (pid_fd,)
+        if os.geteuid() != 0:
+            self._fds += (fcntl.ioctl(pid_fd, NS_GET_USERNS),)
+
+    def close(self) -> None:
+        """End the namespace's init (and so every process in it)."""
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = ()
+        init, self._init = self._init, None
+        if init is not None and init.poll() is None:
+            init.kill()
+            init.wait()

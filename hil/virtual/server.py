@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
+from hil.virtual.auth import Authority
 from hil.virtual.bootloader import BootloaderMode
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import Device, wrong_chipset
@@ -69,8 +70,11 @@ class VirtualBoard:
         fastboot_port: int = 0,
         device_time: str | None = None,
         shutdown_seconds: float = 0.0,
+        authority: Authority | None = None,
     ) -> None:
         self.device = device
+        self.authority = authority or Authority()
+        """The keys a host must sign with (`auth.py`)."""
         self.device_time = device_time
         """The off-host measuring mode (`offhost.py`): `measured`, ms per execution, or None."""
         self.link = link or Link("none")
@@ -112,6 +116,7 @@ class VirtualBoard:
         asyncio.get_running_loop().add_reader(self._control_fd, self._on_control)
         await self._listen()
         self._set_boot_completed()
+        log.info("%s", self.authority.describe())
 
     async def stop(self) -> None:
         """Stop listening, drop every transport (killing running commands), stop the
@@ -129,6 +134,7 @@ class VirtualBoard:
         if self._executor is not None:
             self._executor.stop()
             self._executor = None
+        self.device.close()
 
     def when_warm(self, callback: Callable[[], None]) -> None:
         """Call `callback` in the event loop once the executor has imported the host runtime
