@@ -72,7 +72,7 @@ def check_sdk() -> Check:
     found = sdk.find_litecore()
     if found is None:
         return Check("sdk", False, f"{sdk.SDK_ENV} not set (flow enn unavailable)",
-                     "scripts/install-litecore.sh --dest ROOT --tarball "
+                     "scripts/install-litecore.sh --dest ROOT --sha256 HEX --tarball "
                      f"ai-litecore-ubuntu2204-v1.1.0.tar.gz, then export {sdk.SDK_ENV}=ROOT; "
                      "or use the exynos image")
     if found.missing:

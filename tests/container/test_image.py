@@ -10,6 +10,7 @@ Slow: the first image build takes minutes (the Python stack is ~1.5 GB unpacked)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import subprocess
@@ -95,15 +96,16 @@ def test_doctor_in_the_container_as_a_non_root_user(engine, host_image, tmp_path
     assert "MISSING  bwrap" in bare.stdout
 
 
-def test_buildkit_secret_leaves_no_trace(engine, base_image, tmp_path, monkeypatch):
+def test_buildkit_secret_leaves_no_trace(engine, base_image, tmp_path, monkeypatch, portal_ca):
     key = f"hil-dummy-litecore-key-{secrets.token_hex(8)}"
-    fake_litecore.make_tarball(tmp_path / "portal")
+    tarball = fake_litecore.make_tarball(tmp_path / "portal")
     monkeypatch.setenv("DOCKER_HOST", engine.host)
     monkeypatch.setenv("HIL_TEST_LITECORE_KEY", key)
-    with served_with_key(tmp_path / "portal", key) as (url, seen):
+    with served_with_key(tmp_path / "portal", key, portal_ca) as (url, seen):  # https, as the portal
         spec = container.BuildSpec(
-            context=REPO, target="litecore", ca_certs=extra_ca_certs(), network_host=True,
-            build_args=(("BASE_IMAGE", base_image), ("LITECORE_URL", url)),
+            context=REPO, target="litecore", ca_certs=(*extra_ca_certs(), portal_ca.cert), network_host=True,
+            build_args=(("BASE_IMAGE", base_image), ("LITECORE_URL", url),
+                        ("LITECORE_SHA256", hashlib.sha256(tarball.read_bytes()).hexdigest())),
             secrets=(("litecore_apikey", "HIL_TEST_LITECORE_KEY"),),
         )
         log: list[str] = []
