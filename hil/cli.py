@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from hil import __version__
+from hil import __version__, workflow_safe
 from hil.commands.common import CHIPSET_CHOICES, DRIFT_FLOOR_DB, FLOW_CHOICES, add_regression_options
 from hil.errors import UsageError
 from hil.verdict import EXIT_INTERRUPTED, EXIT_USAGE
@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.WARNING - 10 * min(args.verbose, 2),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        workflow_safe.install()  # under GitHub Actions: no board's text becomes a command
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
@@ -304,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("hil: interrupted\n")
         return EXIT_INTERRUPTED
+    finally:
+        workflow_safe.finish()
 
 
 if __name__ == "__main__":

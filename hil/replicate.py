@@ -21,6 +21,7 @@ from hil import container
 from hil.board.lease import ensure_lease_dir
 from hil.errors import InfraError, UsageError
 from hil.verdict import EXIT_INFRA
+from hil.workflow_safe import trusted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -149,7 +150,7 @@ def _replicate(args: argparse.Namespace) -> int:
             ensure_lease_dir()  # the printed command binds it
         sys.stdout.write(container.format_command(container.run_argv(run, args.docker)) + "\n")
         return 0
-    return container.run_container(run, on_output=_out)
+    return container.run_container(run, on_output=_out_of_hil)
 
 
 def _cache_dir(flag: str | None) -> Path | None:
@@ -164,6 +165,14 @@ def _cache_dir(flag: str | None) -> Path | None:
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def _out_of_hil(line: str) -> None:
+    """A line of hil's output in the container: passed as it is (that hil keeps a board's text
+    from becoming a workflow command, and its own annotations must stay commands)."""
+    stream = trusted(sys.stdout)
+    stream.write(line + "\n")
+    stream.flush()
 
 
 def _err(line: str) -> None:

@@ -40,6 +40,8 @@ from collections.abc import Callable
 
 import adbutils
 
+from hil.board import limits
+
 SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 0, 1, 2, 3
 """Shell v2 packet ids (reference/adb-protocol.md)."""
 SHELL_HEADER = struct.Struct("<BI")
@@ -189,7 +191,8 @@ def shell_v2(
     with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
         while status is None:
             kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
-            data = connection.read_exact(length) if length else b""
+            data = connection.read_exact(limits.shell_packet(length)) if length else b""
+            limits.shell_output(len(output) + len(data))  # bounded (limits.py)
             if kind == SHELL_STDOUT:
                 stdout += data
                 output += data
