@@ -130,6 +130,8 @@ class Device:
         self.runner_profile = profile_named(runner_profile)
         """The runner binary this board imitates: what its runner refuses to load."""
         self._readonly_data = False
+        self.hostile: frozenset[str] = frozenset()
+        """The hostile faults in force (`hostile.py`): `list-escape` is the sync service's to act on."""
         self.root = root.resolve()
         self.fs = self.root / "fs"
         self.run_dir = self.root / "run"

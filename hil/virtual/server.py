@@ -33,6 +33,7 @@ from hil.virtual.bootloader import BootloaderMode
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import Device, wrong_chipset
 from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
+from hil.virtual.hostile import FORGE_PROPERTY
 from hil.virtual.link import Link
 from hil.virtual.shell import parse_shell, serve_shell
 from hil.virtual.stream import Service, Stream
@@ -228,6 +229,11 @@ class VirtualBoard:
 
     def _apply_state_faults(self) -> None:
         self.device.readonly_data = self.faults.state("readonly-data") is not None
+        self.device.hostile = frozenset(k for k in ("forge-command", "list-escape") if self.faults.state(k))
+        if (self.device.properties.get(FORGE_PROPERTY) == "1") != ("forge-command" in self.device.hostile):
+            self.device.set_property(FORGE_PROPERTY, "1" if "forge-command" in self.device.hostile else "0")
+        if self.console is not None and not self.faults.state("endless-line"):
+            self.console.stop_endless_line()
         wrong = self.faults.state("wrong-chipset") is not None
         self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
         self._apply_heat()
@@ -255,10 +261,14 @@ class VirtualBoard:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
         slow = self.faults.state("slow", on="exec")
         try:
-            return self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
+            fired = self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []
+        for fault in fired:  # a hostile UART: its first 128 KiB written before the runner goes on
+            if fault.kind == "endless-line" and self.console is not None:
+                self.console.endless_line(fault.size)
+        return fired
 
     def runner_finished(self, pid: int | None, status: int) -> None:
         """A runner exec ended with shell status `status` (128+N: killed by signal N)."""
