@@ -6,7 +6,9 @@
 
 Without `--image` the image is built from this checkout (content-hash tag, skipped when
 present). `--from` takes the command recorded in a run's results.json, so a CI run's
-artifact is enough to reproduce it. `action.yml` runs its steps through this command.
+artifact is enough to reproduce it; it shows that command and runs it only with `--yes` (a
+downloaded results.json is input like any other). `action.yml` runs its steps through this
+command.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -63,7 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "container as its HIL_CACHE_DIR (default: $HIL_CACHE_DIR; none: the "
                           "cache dies with the container)")
     run.add_argument("--from", dest="from_results", metavar="RESULTS_JSON",
-                     help="replay the hil command recorded in this results.json")
+                     help="replay the hil command recorded in this results.json (shown first; "
+                          "it runs only with --yes)")
+    run.add_argument("--yes", action="store_true",
+                     help="with --from: run the recorded command (a results.json is input: its "
+                          "command may name a manifest that imports code, or flash boards)")
     parser.add_argument("hil_args", nargs=argparse.REMAINDER, metavar="-- HIL_ARGS",
                         help="hil's arguments inside the container (default: run)")
 
@@ -93,6 +100,9 @@ def _hil_args(args: argparse.Namespace) -> tuple[str, ...]:
         if not isinstance(command, list) or not all(isinstance(c, str) for c in command) or not command:
             raise UsageError(f"--from {path}: run.command is not a list of strings")
         extra = command[1:] if command[0] == "hil" else command
+        if not args.yes and not args.print_only:
+            raise UsageError(f"--from {path}: it would run `hil {shlex.join(extra or ['run'])}` in the "
+                             "container; read it (a manifest it names runs as code), then add --yes")
     return tuple(extra or ["run"])
 
 
