@@ -54,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="docker CLI for BuildKit builds and the printed command")
     run = parser.add_argument_group("run")
     run.add_argument("--access", default="host-adb", metavar="|".join(container.ACCESS_MODES),
-                     help="board access (default host-adb: --network host, the host's adb)")
+                     help="board access (default host-adb: --network host, the host's adb; network: "
+                          "network boards only, docker's own network and the container's adb "
+                          "server; usb: the container owns the USB bus; none: virtual boards only)")
     run.add_argument("--workspace", default=".", metavar="DIR",
                      help="mounted at /workspace, where hil runs (default: .)")
     run.add_argument("--env", action="append", default=[], metavar="NAME",
