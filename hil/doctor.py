@@ -192,13 +192,15 @@ def check_bwrap() -> Check:
     if path is None:
         return Check("bwrap", False, "bubblewrap not installed (virtual boards need it)",
                      "apt-get install bubblewrap")
-    probe = subprocess.run([path, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
+    probe = subprocess.run([path, "--unshare-pid", "--unshare-ipc", "--unshare-net",  # a board shell's
+                            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
                            capture_output=True, text=True, timeout=20, check=False)
     if probe.returncode != 0:
         reason = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "failed"
         return Check("bwrap", False, f"{path} cannot create a sandbox: {reason}",
                      "in a container: --security-opt seccomp=unconfined (non-root user) or also "
-                     "--cap-add SYS_ADMIN (root); hil replicate adds these for virtual boards")
+                     "--cap-add SYS_ADMIN --cap-add NET_ADMIN (root); hil replicate adds these for "
+                     "virtual boards")
     return Check("bwrap", True, f"{path} (sandbox works)")
 
 
