@@ -405,8 +405,9 @@ def test_adb_cli_shell_push_and_pull(
 ) -> None:
     def adb(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [adb_server.adb, "-P", str(adb_server.port), "-s", board_device.serial, *args],
+            [adb_server.adb, "-s", board_device.serial, *args],
             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+            env={**os.environ, "ADB_SERVER_SOCKET": adb_server.address},  # its unix socket
         )
 
     result = adb("shell", "echo cli; exit 5")
