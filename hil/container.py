@@ -19,14 +19,13 @@ adb server, 127.0.0.1:5037 unless adb's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_
 say otherwise, and reaches network boards),
 `usb` (`/dev/bus/usb` and the device-cgroup rule `c 189:* rmw`: the container's own adb
 server owns the USB boards, so the host's must be stopped), `network` (network boards only:
-docker's own network, no host network; the container's own adb server connects them), `none`
-(virtual boards only). Every container runs with `no-new-privileges` (nothing in it gains
-privileges through a setuid program).
+docker's network, the container's own adb server), `none` (virtual boards only). Every
+container runs with `no-new-privileges`.
 With real-board access the host's lease folder (`hil.board.lease`) is mounted too, so runs
 in containers and on the host share one owner per board. Virtual boards sandbox device
 shells with bubblewrap, which needs user namespaces inside
 the container: `--security-opt seccomp=unconfined` for a non-root user (plus
-`apparmor=unconfined` on AppArmor hosts), and `--cap-add SYS_ADMIN` when running as root.
+`apparmor=unconfined` on AppArmor hosts), and `--cap-add SYS_ADMIN --cap-add NET_ADMIN` as root.
 """
 
 from __future__ import annotations
@@ -374,17 +373,13 @@ class RunSpec:
 
     @property
     def security_opt(self) -> list[str]:
-        """no-new-privileges always; bubblewrap's namespaces need seccomp (and AppArmor)
-        unconfined when the command starts virtual boards."""
-        if not self.sandbox:
-            return ["no-new-privileges"]
-        return ["no-new-privileges", "seccomp=unconfined",
-                *(["apparmor=unconfined"] if self.apparmor else [])]
+        """no-new-privileges; with virtual boards also what bubblewrap needs (module docstring)."""
+        sandbox = ["seccomp=unconfined", *(["apparmor=unconfined"] if self.apparmor else [])]
+        return ["no-new-privileges", *(sandbox if self.sandbox else [])]
 
     @property
     def cap_add(self) -> list[str]:
-        """Root's bubblewrap mounts and joins namespaces (SYS_ADMIN) and brings a shell's own
-        loopback up (NET_ADMIN); a user's gets both inside a user namespace of its own."""
+        """Root's bubblewrap: mounts and namespaces (SYS_ADMIN), a shell's loopback (NET_ADMIN)."""
         return ["SYS_ADMIN", "NET_ADMIN"] if self.sandbox and self.user[0] == 0 else []
 
     @property

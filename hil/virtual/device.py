@@ -50,7 +50,7 @@ from hil.report.results import atomic_write_text
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.device_programs import stub_programs
 from hil.virtual.protocol import DEVICE_MAXDATA
-from hil.virtual.sandboxes import PidNamespace, Sandboxes
+from hil.virtual.sandboxes import INIT_COMMAND, PidNamespace, Sandboxes
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +417,7 @@ class Device:
         """The first process of the board's pid namespace: a sandbox like a shell's, with
         `--unshare-pid`, sleeping until the board ends (`PidNamespace`)."""
         tied = lifeline.child_env()
-        return self.sandbox_argv("exec sleep infinity", {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV]},
+        return self.sandbox_argv(INIT_COMMAND, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV]},
                                  ["--unshare-pid", "--info-fd", str(info_fd)])
 
     def close(self) -> None:

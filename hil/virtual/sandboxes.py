@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +78,19 @@ def _sandboxed_child(bwrap_pid: int) -> int | None:
     return int(children[0]) if children else None
 
 
+INIT_COMMAND = "exec sleep infinity"
+"""What the first process of a board's pid namespace runs (in the board's sandbox)."""
+
+
+def is_namespace_init(cmdline: str) -> bool:
+    """True for a process of a board's pid namespace init (its bwrap, its `sleep`): part of a
+    running board, as a device's init is, not something a shell left behind."""
+    text = cmdline.replace("\0", " ").strip()
+    return text.endswith(INIT_COMMAND) or text == "sleep infinity"
+
+
+CLOSE_S = 10.0
+"""How long a closing namespace's bwrap may take to see its pid 1 gone."""
 NS_GET_USERNS = 0xB701
 """ioctl(2) on a namespace file: the user namespace that owns it (ioctl_ns(2))."""
 
@@ -97,6 +111,8 @@ class PidNamespace:
         self._init_argv = init_argv
         self._env = env
         self._init: subprocess.Popen[bytes] | None = None
+        self._first: int | None = None
+        """The namespace's first process (pid 1 inside), as the host numbers it."""
         self._fds: tuple[int, ...] = ()
 
     def join(self) -> tuple[list[str], tuple[int, ...]]:
@@ -116,8 +132,8 @@ class PidNamespace:
         try:
             self._init = subprocess.Popen(  # noqa: S603 - a fixed argument list
                 self._init_argv(write_end), pass_fds=(write_end,), env=self._env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
-            )
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            )  # in the board's process group: a kill of the board's group ends it too
         finally:
             os.close(write_end)
         with os.fdopen(read_end, "rb") as info:
@@ -128,17 +144,27 @@ class PidNamespace:
         except (ValueError, KeyError, OSError) as exc:
             self.close()
             raise OSError(f"the board's pid namespace did not start ({text.strip() or exc})") from exc
+        self._first = child
         self._fds = (pid_fd,)
         if os.geteuid() != 0:
             self._fds += (fcntl.ioctl(pid_fd, NS_GET_USERNS),)
 
     def close(self) -> None:
-        """End the namespace's init (and so every process in it)."""
+        """End the namespace: its pid 1 killed, the kernel ends every process in it before pid
+        1 is gone; bwrap, its parent, reaps it and exits."""
         for fd in self._fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = ()
         init, self._init = self._init, None
-        if init is not None and init.poll() is None:
+        first, self._first = self._first, None
+        if init is None or init.poll() is not None:
+            return
+        if first is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(first, signal.SIGKILL)
+        try:
+            init.wait(timeout=CLOSE_S)
+        except subprocess.TimeoutExpired:
             init.kill()
             init.wait()

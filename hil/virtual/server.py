@@ -126,6 +126,7 @@ class VirtualBoard:
             if task is not None:
                 task.cancel()
         await self._drop_transports()
+        self.device.close()  # the board's pid namespace: whatever still runs in it ends
         await self.bootloader.leave()
         self.bootloader.release()
         if self._control_fd is not None:
@@ -135,7 +136,6 @@ class VirtualBoard:
         if self._executor is not None:
             self._executor.stop()
             self._executor = None
-        self.device.close()
 
     def when_warm(self, callback: Callable[[], None]) -> None:
         """Call `callback` in the event loop once the executor has imported the host runtime
