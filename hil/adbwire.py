@@ -1,10 +1,12 @@
 """adb transport framing: the 24-byte message header, its constants, encode and decode.
 
 A message is six little-endian u32 (command, arg0, arg1, data length, data checksum,
-magic = command ^ 0xFFFFFFFF) followed by the data. See
-/work/shared/reference/adb-protocol.md. Both sides use it: the virtual board's adbd
-(`hil/virtual/transport.py`, with its own side of the handshake in `hil/virtual/protocol.py`)
-and the recovery ladder's direct look at a network board's adbd (`hil/board/adbd_probe.py`).
+magic = command ^ 0xFFFFFFFF) followed by the data, as AOSP adb defines it: `protocol.txt` (the
+message format and the commands), `adb.h` (`struct amessage`), `adb.cpp` and `transport.cpp`
+(the checksum and magic a packet is sent with and checked against). Both sides use it: the
+virtual board's adbd (`hil/virtual/transport.py`, with its own side of the handshake in
+`hil/virtual/protocol.py`) and the recovery ladder's direct look at a network board's adbd
+(`hil/board/adbd_probe.py`).
 """
 
 from __future__ import annotations

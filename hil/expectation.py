@@ -19,9 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hil.fields import Field, names
 from hil.verdict import EXPECTABLE, Verdict
 
 XPASS_MESSAGE = "unexpectedly passed: remove the expectation"
+
+
+EXPECT_FIELDS = (
+    Field("verdict", "a FAIL_* verdict", "the verdict the case is known to end with",
+          required=True),
+    Field("reason", "string", "one line: why it fails", required=True),
+    Field("link", "string", "one line: an issue URL or a path", default='""'),
+)
+"""A manifest case's `expect:` mapping."""
 
 
 @dataclass(frozen=True)
@@ -48,12 +58,12 @@ def parse_expectation(raw: Any) -> Expectation:
     """An Expectation from a manifest's `expect` mapping; ValueError naming the key."""
     if not isinstance(raw, Mapping):
         raise ValueError("expected a mapping {verdict, reason, link}")
-    unknown = set(raw) - {"verdict", "reason", "link"}
+    unknown = set(raw) - names(EXPECT_FIELDS)
     if unknown:
         raise ValueError(f"{sorted(unknown)[0]}: unknown key (allowed: verdict, reason, link)")
-    names = [v.value for v in EXPECTABLE]
-    if raw.get("verdict") not in names:
-        raise ValueError(f"verdict: expected one of {', '.join(names)}, got {raw.get('verdict')!r}")
+    verdicts = [v.value for v in EXPECTABLE]
+    if raw.get("verdict") not in verdicts:
+        raise ValueError(f"verdict: expected one of {', '.join(verdicts)}, got {raw.get('verdict')!r}")
     reason, link = raw.get("reason"), raw.get("link", "")
     if not isinstance(reason, str) or not reason.strip() or "\n" in reason:
         raise ValueError("reason: required, one line of text saying why the case fails")

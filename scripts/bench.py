@@ -11,7 +11,7 @@ One process measures, on the same virtual boards and link, and prints tables:
       board does for a case (the minimal client's whole case on an unshaped board);
   (d) 1 vs 4 virtual boards on >= 40 cases (board phase of a real `Run`, lowering cached),
       with the CPU each case costs hil and the boards: bound by this rig, whose boards run
-      every program on this machine's cores (`scaling_4_boards_rig`);
+      every program on the host's own cores (`scaling_4_boards_rig`);
   (e) cold vs warm lowering of the suite;
   (f) 1, 4 and 16 virtual boards in the off-host measuring mode (hil/virtual/offhost.py:
       outputs replayed, device time slept), so that the boards cost hil's work only:
@@ -424,7 +424,7 @@ def main() -> int:
         four = board_throughput(many, 4, work / "four", work / "cache", args.link)
         print(f"\n(d) {len(many)} cases on link {args.link}: 1 board {one['cases_per_s']:.1f} cases/s, "
               f"4 boards {four['cases_per_s']:.1f} cases/s: {four['cases_per_s'] / one['cases_per_s']:.2f}x "
-              "(rig-bound: the boards run every program on this machine)")
+              "(rig-bound: the boards run every program on this host)")
         for name, figures in (("1 board", one), ("4 boards", four)):
             print(f"    {name}: CPU per case: hil {figures['hil_cpu_ms']:.1f} ms, boards "
                   f"{figures['board_cpu_ms']:.1f} ms")

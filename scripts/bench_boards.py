@@ -10,8 +10,8 @@ moment the queue runs dry (the last N-1 cases are the tail, when boards go idle)
     does not count;
   - the boards' CPU per case (for information);
   - the load average before and after, and the share of the machine's CPU time the
-    hypervisor stole during the window (`steal_share`: this machine is a virtual one, and
-    its pace moves with its host's load).
+    hypervisor stole during the window (`steal_share`: on a virtual machine the pace moves
+    with its host's load).
 
 With `--device-time` the boards run in the off-host measuring mode (hil/virtual/offhost.py):
 outputs replayed, the device time slept, so N boards cost hil's work only and the scaling

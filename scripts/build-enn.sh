@@ -7,7 +7,8 @@
 #            -Werror, and GCC warns where clang does not
 #   android  the device runner enn_executor_runner (arm64-v8a, android-28, Release) built with
 #            Android NDK r28c -> OUT/runner/, checked to be an aarch64 ELF, with its profile
-#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256):
+#            recorded beside it (OUT/runner/enn_executor_runner.profile.json: profile, sha256,
+#            the ExecuTorch commit it was built from):
 #              upstream  ExecuTorch's backends/samsung/build.sh as it is: ENN + portable kernels,
 #                        in build.sh's own folder WORK/build_samsung_android
 #              hil       (default) the same configure plus the XNNPACK delegate and the quantized
@@ -15,6 +16,13 @@
 #                        in WORK/build_samsung_android_hil
 #            One build folder per profile: CMake's cache would keep XNNPACK linked into an
 #            upstream build made after a hil one in the same folder (its sidecar saying upstream).
+#            The runner's layout is the checkout's: ExecuTorch 1.5.1 defines enn_executor_runner
+#            in backends/samsung/CMakeLists.txt, inside its own build (BUILD/backends/samsung/);
+#            newer ExecuTorch builds it from examples/samsung/CMakeLists.txt, a CMake project of
+#            its own against the build's install (BUILD/examples/samsung/, examples/samsung/
+#            build.sh). The sidecar also lists what the runner's link line linked (backends,
+#            kernel libraries), read from its build (link.txt or build.ninja): the profile follows
+#            the build, not the profile's name.
 #
 # usage: build-enn.sh --sdk DIR --build x86_64|android|all --out DIR
 #                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1 --commit SHA]
@@ -34,7 +42,7 @@
 # Not runnable on hil's development machines (no SDK, no GitHub, no NDK download): its
 # argument and input checks, and its android steps against a FAKE ExecuTorch checkout, NDK and
 # cmake, are tested there; scripts/hil-runner.cmake is tested with the real cmake on a toy
-# project. The real Android build of the hil profile has not run.
+# project (both layouts). The real Android build of either profile, in either layout, has not run.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,7 +69,7 @@ while [ $# -gt 0 ]; do
         --runner-profile) runner_profile=$2 ;; --commit) commit=$2 ;;
       esac
       shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) die "unknown argument: $1 (see --help)" ;;
   esac
 done
@@ -170,7 +178,19 @@ if [ "$build" = android ] || [ "$build" = all ]; then
     ndk=$(find "$work/.ndk" -mindepth 1 -maxdepth 1 -type d -name 'android-ndk-*' | head -n 1)
   fi
   [ -f "$ndk/build/cmake/android.toolchain.cmake" ] || die "--ndk $ndk is not an Android NDK"
-  note "building enn_executor_runner (android arm64-v8a, runner profile $runner_profile)"
+  layout=tree
+  if [ -f "$work/examples/samsung/CMakeLists.txt" ] \
+      && grep -q 'add_executable(enn_executor_runner' "$work/examples/samsung/CMakeLists.txt"; then
+    layout=examples
+  fi
+  note "building enn_executor_runner (android arm64-v8a, runner profile $runner_profile, $layout layout)"
+  toolchain=(
+    -DCMAKE_TOOLCHAIN_FILE="$ndk/build/cmake/android.toolchain.cmake"
+    -DANDROID_NDK="$ndk"
+    -DANDROID_ABI=arm64-v8a
+    -DANDROID_PLATFORM=android-28
+    -DCMAKE_BUILD_TYPE=Release
+  )
   if [ "$runner_profile" = upstream ]; then
     build_dir=build_samsung_android  # build.sh's own, fixed
     cache=$work/$build_dir/CMakeCache.txt
@@ -181,19 +201,23 @@ if [ "$build" = android ] || [ "$build" = all ]; then
       rm -rf "${work:?}/$build_dir"
     fi
     (cd "$work" && ANDROID_NDK=$ndk bash backends/samsung/build.sh --sdk "$sdk" --ndk "$ndk" --build android)
+    if [ "$layout" = examples ] && [ ! -f "$work/$build_dir/examples/samsung/enn_executor_runner" ]; then
+      # upstream's own script for the runner's project, when build.sh has not run it
+      (cd "$work" && ANDROID_NDK_ROOT=$ndk ANDROID_NDK=$ndk bash examples/samsung/build.sh)
+    fi
   else
     build_dir=build_samsung_android_hil
     include=$here/hil-runner.cmake
     [ -f "$include" ] || include=$(command -v hil-runner.cmake) || die "hil-runner.cmake not found"
+    # The hook goes where the runner is defined: ExecuTorch's own project (tree layout), or the
+    # runner's project in examples/samsung (examples layout: any project() there includes it).
+    hook=(-DCMAKE_PROJECT_executorch_INCLUDE="$include")
+    [ "$layout" = tree ] || hook=()
     # backends/samsung/build.sh's build_android(), option for option, plus the hil profile's
     # libraries (its cmake line takes no extra options, so it is repeated here).
     (cd "$work" && cmake \
         -DCMAKE_INSTALL_PREFIX="$work/$build_dir" \
-        -DCMAKE_TOOLCHAIN_FILE="$ndk/build/cmake/android.toolchain.cmake" \
-        -DANDROID_NDK="$ndk" \
-        -DANDROID_ABI=arm64-v8a \
-        -DANDROID_PLATFORM=android-28 \
-        -DCMAKE_BUILD_TYPE=Release \
+        "${toolchain[@]}" \
         -DEXECUTORCH_BUILD_ENN=ON \
         -DEXYNOS_AI_LITECORE_ROOT="$sdk" \
         -DEXECUTORCH_BUILD_EXTENSION_MODULE=ON \
@@ -209,11 +233,27 @@ if [ "$build" = android ] || [ "$build" = all ]; then
         -DEXECUTORCH_BUILD_CPUINFO=ON \
         -DEXECUTORCH_BUILD_PTHREADPOOL=ON \
         -DEXECUTORCH_BUILD_KERNELS_QUANTIZED=ON \
-        -DCMAKE_PROJECT_executorch_INCLUDE="$include" \
+        "${hook[@]}" \
         -S . -B "$build_dir" \
       && cmake --build "$build_dir" -j "$(nproc)" --target install)
+    if [ "$layout" = examples ]; then
+      # examples/samsung/build.sh's configure, against this profile's install
+      prefix="$work/$build_dir/lib/cmake/ExecuTorch;$work/$build_dir/third-party/gflags"
+      prefix="$prefix;$work/$build_dir/lib/cmake/tokenizers;$work/$build_dir/lib/cmake/re2;$work/$build_dir/lib/cmake/absl"
+      (cd "$work" && cmake \
+          -DCMAKE_PREFIX_PATH="$prefix" \
+          "${toolchain[@]}" \
+          -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=BOTH \
+          -DCMAKE_PROJECT_INCLUDE="$include" \
+          -S examples/samsung -B "$build_dir/examples/samsung" \
+        && cmake --build "$build_dir/examples/samsung" --config Release)
+    fi
   fi
-  runner=$work/$build_dir/backends/samsung/enn_executor_runner
+  if [ "$layout" = examples ]; then
+    runner=$work/$build_dir/examples/samsung/enn_executor_runner
+  else
+    runner=$work/$build_dir/backends/samsung/enn_executor_runner
+  fi
   [ -f "$runner" ] || die "the android build produced no $runner"
   magic=$(od -An -tx1 -N20 "$runner" | tr -d ' \n')
   [ "${magic:0:8}" = 7f454c46 ] && [ "${magic:36:4}" = b700 ] \
@@ -221,10 +261,36 @@ if [ "$build" = android ] || [ "$build" = all ]; then
   mkdir -p "$out/runner"
   cp -f "$runner" "$out/runner/enn_executor_runner"
   chmod 0755 "$out/runner/enn_executor_runner"
-  # What hil reads to learn what this binary can execute (hil/runner/profiles.py).
+  # What hil reads to learn what this binary can execute (hil/runner/profiles.py): its
+  # profile, and what its link line linked (CMake's link.txt, or build.ninja's link statement).
+  linked=
+  link_txt=$(dirname "$runner")/CMakeFiles/enn_executor_runner.dir/link.txt
+  if [ -f "$link_txt" ]; then
+    linked=$(cat "$link_txt")
+  else
+    for ninja in "$(dirname "$runner")/build.ninja" "$work/$build_dir/build.ninja"; do
+      if [ -f "$ninja" ]; then
+        linked=$(awk '/^build [^:]*enn_executor_runner:/ { on = 1 } on && /^$/ { exit } on' "$ninja")
+        [ -z "$linked" ] || break
+      fi
+    done
+  fi
+  contents=
+  if [ -n "$linked" ]; then
+    backends= kernels=
+    case "$linked" in *enn_backend*) backends='"EnnBackend"' ;; esac
+    case "$linked" in *xnnpack_backend*) backends="$backends${backends:+, }\"XnnpackBackend\"" ;; esac
+    case "$linked" in *portable_ops_lib*) kernels='"portable"' ;; esac
+    case "$linked" in *quantized_ops_lib*) kernels="$kernels${kernels:+, }\"quantized\"" ;; esac
+    contents=$(printf ',\n  "backends": [%s],\n  "kernel_libraries": [%s]' "$backends" "$kernels")
+  else
+    note "warning: no link line of enn_executor_runner found: its sidecar names the profile only"
+  fi
   digest=$(sha256sum "$out/runner/enn_executor_runner" | cut -d' ' -f1)
-  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "built_by": "scripts/build-enn.sh"\n}\n' \
-    "$runner_profile" "$digest" "$ref" > "$out/runner/enn_executor_runner.profile.json"
+  # the commit it was built from: `hil bisect` bisects runner builds between two of them
+  commit=$(git -C "$work" rev-parse HEAD 2>/dev/null || true)
+  printf '{\n  "profile": "%s",\n  "sha256": "%s",\n  "executorch": "%s",\n  "commit": "%s",\n  "built_by": "scripts/build-enn.sh"%s\n}\n' \
+    "$runner_profile" "$digest" "$ref" "$commit" "$contents" > "$out/runner/enn_executor_runner.profile.json"
 fi
 
 cd "$out" && pwd

@@ -37,9 +37,8 @@ WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision", "
 """The `container` process: docker's tests, the soak, which waits on its boards' recoveries
 and probation most of its time (its load stays under 1), provisioning (reboots into the
 bootloader and back, fastboot's waits) and devicefarm's holders (idle limits, leases); and
-the virtual board's and the workflow's tests (80 s together on a warm machine), which ran in
-`rest-2` until stop 37: cold CI at stop 37 ended the processes at 1,126 (container), 1,177
-(rest) and 1,284 s (rest-2, the models' lowering)."""
+the virtual board's and the workflow's tests (80 s together on a warm machine), which keep
+`rest-2` (the models' lowering, the longest lane of a cold CI run) from ending last."""
 
 
 def groups() -> list[tuple[str, list[str]]]:

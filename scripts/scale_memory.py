@@ -14,12 +14,12 @@ Two modes:
 - `run`: a real `hil run` of N tiny cases (scripts/soaklib/cases.py: lowered once) on
   `--boards` virtual boards, as its own process; its RSS read from /proc when its progress
   lines say the 1,000th and the Nth case finished. `--hil-arg` passes options to `hil run`
-  (e.g. the virtual boards' off-host mode, see README) — with today's virtual board each
+  (e.g. the virtual boards' off-host mode: docs/explanation/virtual-board.md); without it each
   case costs real host CPU, so N is bounded by the time you give it.
 
 Usage: PYTHONPATH=. .venv/bin/python scripts/scale_memory.py --cases 50000 [--mode run --boards 16]
        [--json FILE]
-The issue's goal (issue 24): RSS grows by at most 50 MB from the 1,000th to the 50,000th case.
+The goal: RSS grows by at most 50 MB from the 1,000th to the 50,000th case.
 """
 
 from __future__ import annotations

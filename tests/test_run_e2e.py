@@ -1,5 +1,6 @@
 """Whole runs through the real adb server, adbutils and a virtual board."""
 
+import hashlib
 import json
 import re
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 from junitparser import JUnitXml
 
 from tests.junit_schema import assert_valid_junit
+from tests.results_schema import assert_valid_results
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -36,6 +38,7 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
     done, junit, results = smoke_run
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(results.read_text())
+    assert_valid_results(doc)
     assert doc["run"]["status"] == "complete"
     assert doc["run"]["virtual"] is True and doc["run"]["flow"] == "xnnpack"
     assert [b["chipset"] for b in doc["run"]["boards"]] == ["E9955"]
@@ -55,8 +58,18 @@ def test_smoke_on_a_virtual_board_passes(smoke_run):
         assert case["board_state"]["hottest_c"] == 38.0  # the virtual board's idle sysfs
         assert case["board_state"]["cooldown"]["cooled"] is True
         assert "VIRTUAL" in case["logs"]["runner"]
-    assert doc["version"] == 4
+    assert doc["version"] == 5
+    import executorch.version
+
+    from hil.virtual.runner_front import __file__ as front
+    # the build tuple hil bisect reads (schema 5)
+    assert doc["run"]["executorch_git"] == executorch.version.git_version
+    assert doc["run"]["packages"]["executorch"] == doc["run"]["executorch"]
+    assert doc["run"]["suites"]["smoke"]["cases"] == len(doc["cases"])
+    assert len(doc["run"]["suites"]["smoke"]["digest"]) == 64
     board = doc["run"]["boards"][0]
+    assert board["build"]["after"] == board["properties"]["ro.build.fingerprint"]
+    assert board["runner"]["sha256"] == hashlib.sha256(Path(front).read_bytes()).hexdigest()
     assert board["start_s"] > 0  # the executor's warm-up included: the board's start-up
     assert board["runner_profile"] == {"name": "hil", "source": "virtual board",
                                        "description": board["runner_profile"]["description"]}

@@ -122,6 +122,6 @@ def test_virtual_board_is_not_reachable_from_outside_loopback(
         pass
     address = _outward_address()
     if address is None:
-        pytest.skip("this machine has no non-loopback address to try from")
+        pytest.skip("the host has no non-loopback address to try from")
     with pytest.raises(OSError):
         socket.create_connection((address, port), timeout=5).close()

@@ -51,7 +51,7 @@ from hil.board.invocation import (
 from hil.board.kept_shell import KeptShell
 from hil.board.sync import SyncFailed, SyncSession, push_files
 from hil.board.thermal import WAITING_MARK, parse_state, waiting_line
-from hil.board.watchdog import Watch, bounded
+from hil.board.watchdog import BoardSilent, Watch, bounded
 from hil.errors import InfraError
 from hil.latency import stability
 from hil.latency_plan import NoiseControl
@@ -70,6 +70,8 @@ ADB_ERRORS = (adbutils.AdbError, EOFError, TimeoutError, ConnectionError, OSErro
 CHIPSET_PROPS = ("ro.soc.model", "ro.hardware.chipname", "ro.board.platform")
 """Where the chipset is read from, in order of trust."""
 
+KILL_AFTER_FAILURE_S = 10.0
+"""The longest a failed case waits for the board to kill the runner it may have left."""
 CLEANUP_S = 30.0
 """The end-of-run removal of a board's workdir may take this long, plus CLEANUP_PER_CASE_S per
 case folder in it."""
@@ -129,6 +131,9 @@ class AdbBoard:
         """Case folders this board has run in (a second run there cleans up first)."""
         self.running_case: str | None = None
         """The folder of the case whose runner is running now (killed by `cleanup` after a stop)."""
+        self._runner_started: str | None = None
+        """The folder of the case whose run shell was sent and has not returned: its runner
+        may be running (killed by its PID when the case fails with an exception)."""
         self._sync: SyncSession | None = None
         """The board's sync connection, kept from case to case (closed after a failed case)."""
         self._kept: KeptShell | None = None
@@ -272,11 +277,34 @@ class AdbBoard:
                                   iterations, warmup, noise)
         except BaseException as exc:
             self.close_links()  # in an unknown state: the next case opens new ones
+            self._kill_left_runner(exc)
             if isinstance(exc, InfraError):
                 self._check_console()  # a crash on the console explains the failure best
             raise
         self._check_console()
         return execution
+
+    def _kill_left_runner(self, failure: BaseException) -> None:
+        """After a case failed with an exception while its run shell ran: kill its runner by
+        the PID it recorded. Closing the kept shell does not end it: adbd sends the `sh`
+        SIGHUP and closes its pipes (AOSP `daemon/shell_service.cpp`), and the runner, under
+        `timeout` in a process group of its own, lives on to its backstop. Best effort, bounded;
+        not tried on a board that has just not answered (`failure` a BoardSilent or a timeout):
+        recovery reboots it or its backstop ends the runner."""
+        case_dir, self._runner_started = self._runner_started, None
+        if case_dir is None:
+            return
+        if isinstance(failure, BoardSilent) or isinstance(failure.__cause__, TimeoutError):
+            log.info("%s: no answer: the runner of %s is left to recovery", self.name, case_dir)
+            return
+        try:
+            result = self._shell([["cd", case_dir], ["sh", "-c", KILL_RECORDED]],
+                                 timeout=min(self.idle_timeout_s, KILL_AFTER_FAILURE_S))
+        except InfraError as exc:
+            log.warning("%s: the runner of %s may still run (no kill: %s)", self.name, case_dir, exc)
+            return
+        if result.returncode != 0:
+            log.info("%s: no runner of %s left to kill: %s", self.name, case_dir, _last_line(result.stderr))
 
     def close_links(self) -> None:
         """Close the board's sync connection (a probe stuck on it ends at once) and its kept
@@ -311,7 +339,7 @@ class AdbBoard:
         chain = self.run_chain(case_dir, inputs, iterations, warmup, noise, fresh)
         deadline_s = self.timeout_s * iterations + noise.cooldown_max_s
         start = time.perf_counter()
-        self.running_case = case_dir
+        self.running_case = self._runner_started = case_dir
         watch = Watch(lambda: self._probe(sync), self.idle_timeout_s, deadline_s,
                       lambda: self._kill_runner(case_dir), f"{self.name}: runner")
         try:  # read in this thread, the watchdog asked between two waits for output
@@ -322,6 +350,7 @@ class AdbBoard:
             raise limits.BoardOverflow(f"{self.name}: run shell: {exc}") from exc
         finally:
             self.running_case = None
+        self._runner_started = None  # the run shell has returned: no runner of it runs
         exec_s = time.perf_counter() - start
         parts = result.stderr.split(INVOCATION_MARKER + "\n")
         if result.returncode != 0 and len(parts) == 1:

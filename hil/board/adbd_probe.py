@@ -8,7 +8,10 @@ where the board's adb server runs on this host. A board whose adbd
 accepts the connection but stays silent is frozen; one that answers anything (CNXN, AUTH,
 STLS), refuses, closes or cannot be reached is left to the reconnect, as before. A board that
 is rebooting has no adbd listening (refused) or no network (unreachable), so it is never
-judged frozen by this.
+judged frozen by this. Nor is a board whose kernel hangs: its TCP stack no longer completes the
+handshake (the kernel, not adbd, answers a SYN), so the connect times out, the board counts as
+unreachable, and the reconnect waits for it as it waits for any unreachable board. Only a
+user-space hang (adbd stuck, the kernel still running) is seen here.
 
 A real adbd serves every TCP connection as a transport of its own, so this second one does
 not disturb the adb server's; it is closed as soon as the question is answered.
@@ -24,7 +27,18 @@ from hil.adbwire import A_CNXN, VERSION_CHECKSUMMED, VERSION_SKIP_CHECKSUM, Mess
 
 HOST_MAXDATA = 1024 * 1024
 """The payload size offered, as adb's host offers (MAX_PAYLOAD)."""
-HOST_BANNER = b"host::\0"
+HOST_FEATURES = (
+    "shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir", "apex", "abb",
+    "fixed_push_symlink_timestamp", "abb_exec", "remount_shell", "track_app", "sendrecv_v2",
+    "sendrecv_v2_brotli", "sendrecv_v2_lz4", "sendrecv_v2_zstd", "sendrecv_v2_dry_run_send",
+    "openscreen_mdns", "devicetracker_proto_format", "devraw", "app_info", "server_status",
+)
+"""The features an adb host of Android 15's platform-tools announces (`supported_features()` in
+`packages/modules/adb/transport.cpp`; `delayed_ack` only in its burst mode, left out)."""
+HOST_BANNER = ("host::features=" + ",".join(HOST_FEATURES)).encode()
+"""What a real host's CNXN carries: `get_connection_string()` in `packages/modules/adb/adb.cpp`
+(`<banner>::<properties>`, a host's only property its features; no trailing NUL: `send_connect`
+sends the string's bytes as they are)."""
 
 
 def _hello() -> bytes:

@@ -42,8 +42,8 @@ import adbutils
 
 from hil.board import limits
 
-SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT = 0, 1, 2, 3
-"""Shell v2 packet ids (reference/adb-protocol.md)."""
+SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
+"""Shell v2 packet ids (reference/adb-protocol.md; AOSP `adb/shell_protocol.h`)."""
 SHELL_HEADER = struct.Struct("<BI")
 """A shell v2 packet's header: its id and its data's length (little-endian)."""
 _RECV_SIZE = 256 * 1024
@@ -194,14 +194,23 @@ def shell_v2(
     command: str,
     timeout: float,
     on_stderr: Callable[[bytes], None] | None = None,
+    poll: Callable[[], float] | None = None,
 ) -> adbutils.ShellReturn:
     """Run `command` through adbd's shell v2 service: stdout, stderr and the real exit
     status, as `adbutils.AdbDevice.shell2(command, v2=True)` returns them. `on_stderr`
-    sees each stderr packet as it arrives."""
+    sees each stderr packet as it arrives; `poll`, asked before each wait for a packet,
+    returns the longest wait in seconds and raises to end the call (the connection closed).
+    The command's stdin is closed at once: hil has
+    nothing to send, and real adb sends close-stdin at its stdin's end (AOSP
+    `client/commandline.cpp`), after which adbd shuts the shell's stdin
+    (`daemon/shell_service.cpp`, `kIdCloseStdin`); a command that reads stdin sees its end."""
     stdout, stderr, output = bytearray(), bytearray(), bytearray()
     status = None
     with ServiceConnection(device, f"shell,v2:{command}", timeout) as connection:
+        connection.sendall(SHELL_HEADER.pack(SHELL_CLOSE_STDIN, 0))
         while status is None:
+            while poll is not None and not connection.wait_readable(poll()):
+                pass
             kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
             data = connection.read_exact(limits.shell_packet(length)) if length else b""
             limits.shell_output(len(output) + len(data))  # bounded (limits.py)

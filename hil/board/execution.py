@@ -57,7 +57,7 @@ class Execution:
 
     def record_fields(self) -> dict[str, Any]:
         """The measurements of a results.json case record: `latency_ms`, `memory`,
-        `board_state` (docs/results-json.md)."""
+        `board_state` (hil/report/results.schema.json)."""
         return {"latency_ms": self.latency_ms, "memory": self.memory, "board_state": self.board_state}
 
 

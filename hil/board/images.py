@@ -62,15 +62,19 @@ class Provisioning:
     """What `fastboot getvar product` must answer before anything is written."""
     fastboot: str | None = None
     """The fastboot endpoint: a USB serial, or `tcp:HOST:PORT` / `udp:HOST:PORT`."""
+    fastboot_via: str | None = None
+    """The host fastboot runs on over ssh: a labgrid place's exporter (or its proxy), where
+    labgrid runs it; None: this host."""
 
     @property
     def flashable(self) -> bool:
         """Images are configured (and with them product, endpoint and build)."""
         return bool(self.images)
 
-    def with_endpoint(self, endpoint: str) -> Provisioning:
-        """The same record with another fastboot endpoint (a labgrid place's resource)."""
-        return Provisioning(self.images, self.expected_build, self.product, endpoint)
+    def with_endpoint(self, endpoint: str, via: str | None = None) -> Provisioning:
+        """The same record with another fastboot endpoint (a labgrid place's resource), run
+        on `via` over ssh when given."""
+        return Provisioning(self.images, self.expected_build, self.product, endpoint, via)
 
 
 def check_endpoint(value: str) -> str | None:

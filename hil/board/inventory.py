@@ -42,25 +42,31 @@ from typing import Any
 import yaml
 
 from hil.adbserver import parse_server
-from hil.board.images import FIELDS as PROVISIONING_FIELDS
 from hil.board.images import Provisioning, parse_provisioning
+from hil.board.inventory_fields import (
+    ADB_ENTRY_FIELDS,
+    LABGRID_ENTRY_FIELDS,
+    LABGRID_FIELDS,
+    POWER_COMMAND_FIELDS,
+    RELAY_FIELDS,
+)
 from hil.board.labgrid_spec import LabgridRequest, check_tags
 from hil.board.power import CommandPower, PowerControl, SerialRelayPower
 from hil.board.spec import BoardSpec, parse_boards
 from hil.errors import UsageError, Where
+from hil.fields import names
 from hil.runner.profiles import PROFILES
 
 CHIPSETS = ("E9955", "E9965")
 NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _ADB = re.compile(r"^(?:[A-Za-z0-9._-]{1,64}|[A-Za-z0-9.-]{1,253}:\d{1,5})$")
 _CONSOLE_SCHEMES = ("socket://", "rfc2217://")
-_FIELDS = {"name", "adb", "adb_server", "chipset", "console", "console_baud", "power", "tags",
-           "runner_profile", *PROVISIONING_FIELDS}
-_LABGRID_FIELDS = {"name", "labgrid", "chipset", "runner_profile", "tags",
-                   *(set(PROVISIONING_FIELDS) - {"fastboot"})}
+_FIELDS = ADB_ENTRY_FIELDS
+_LABGRID_FIELDS = LABGRID_ENTRY_FIELDS
 """An entry that is a labgrid place (`labgrid:` instead of `adb:`): hil/pool/labgrid.py."""
-_POWER_COMMANDS = ("on", "off", "cycle", "bootloader")
-_RELAY_FIELDS = {"relay", "channel", "baud", "inverted"}
+_POWER_COMMANDS = tuple(field.name for field in POWER_COMMAND_FIELDS)
+_RELAY_FIELDS = names(RELAY_FIELDS)
+_PLACE_FIELDS = names(LABGRID_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,7 @@ def _labgrid_entry(path: Path, index: int, item: dict[str, Any]) -> LabgridReque
         raise where.error(sorted(unknown)[0], "not for a labgrid entry (allowed: "
                           f"{', '.join(sorted(_LABGRID_FIELDS))}): the place's exporter says the rest")
     raw = item["labgrid"]
-    if (not isinstance(raw, dict) or set(raw) - {"place", "tags", "count"}
+    if (not isinstance(raw, dict) or set(raw) - _PLACE_FIELDS
             or ("place" in raw) == ("tags" in raw)):
         raise where.error("labgrid", "expected {place: NAME} or {tags: {KEY: VALUE}, count: N}")
     count = raw.get("count", 1)

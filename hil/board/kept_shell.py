@@ -17,8 +17,9 @@ stderr from two pipes in whatever order it reads them, each in order.
 The connection is opened on first use and again when the one an earlier case left has ended
 (an adb disconnect, a reboot): a connection that has bytes or an end to read before a
 command is sent is not trusted. After a failed case (`AdbBoard.close_links`) it is closed:
-adbd sends the `sh` SIGHUP and closes its pipes (`PassDataStreams`); a runner still running
-is ended by its board-side backstop, as when a run shell of its own was closed.
+adbd sends the `sh` SIGHUP and closes its pipes (`PassDataStreams`), which does not end a
+runner still running (under `timeout`, in a process group of its own): `AdbBoard.run` kills it
+by its recorded PID, and its board-side backstop ends it when the board did not answer.
 """
 
 from __future__ import annotations

@@ -45,11 +45,17 @@ MIN_FREE_BYTES = 256 * 1024 * 1024
 """Less free space than this in /data/local/tmp is a problem (models, inputs, outputs)."""
 ARCHITECTURE = "aarch64"
 VENDOR_LIB = "libenn_public_api_cpp.so"
-VENDOR_LIB_DIRS = ("/vendor/lib64", "/system/lib64", "/system_ext/lib64", "/odm/lib64", "/product/lib64")
-"""Where the runner, started from /data/local/tmp, may `dlopen` ENN's library from by its bare
-name: the 64-bit library folders of every partition the linker's namespaces search
-(linkerconfig), the vendor's first."""
+VENDOR_LIB_DIRS = ("/system/lib64", "/system_ext/lib64", "/odm/lib64", "/vendor/lib64", "/product/lib64")
+"""Where the runner, started from /data/local/tmp, finds ENN's library by its bare name, in the
+linker's order: a program there runs in linkerconfig's `[unrestricted]` section, whose default
+namespace searches `/system`, `/system_ext`, `/odm`, `/vendor`, `/product` (each `/${LIB}`:
+AOSP `system/linkerconfig`, `contents/namespace/unrestricteddefault.cc`)."""
+OLDER_LINKER_DIRS = ("/system/lib64", "/odm/lib64", "/vendor/lib64")
+"""The same section of an older linkerconfig (the same file before `/system_ext` and `/product`
+were added): assumed when the board's own configuration cannot be read."""
 VENDOR_LIBS = tuple(f"{folder}/{VENDOR_LIB}" for folder in VENDOR_LIB_DIRS)
+LINKER_CONFIG = "/linkerconfig/ld.config.txt"
+"""The linker configuration linkerconfig generates at boot (Android 11 and later)."""
 
 
 @dataclass
@@ -66,7 +72,12 @@ class BoardReport:
     architecture: str = "-"
     free_bytes: int | None = None
     vendor_lib: str | None = None
-    """Where `libenn_public_api_cpp.so` was found; None when nowhere."""
+    """Where `libenn_public_api_cpp.so` was found in a folder the linker searches; None when
+    nowhere there."""
+    linker_dirs: tuple[str, ...] = VENDOR_LIB_DIRS
+    """The library folders this board's linker searches for a program in /data/local/tmp."""
+    vendor_lib_unsearched: str | None = None
+    """Where the library was found instead, in a folder that linker does not search."""
     runner: str = "-"
     console: str = "-"
     virtual: bool = False
@@ -83,7 +94,8 @@ class BoardReport:
             chipset if self.state == "device" else "-",
             self.state,
             _size(self.free_bytes),
-            "-" if self.state != "device" else ("yes" if self.vendor_lib else "MISSING"),
+            "-" if self.state != "device" else (
+                "yes" if self.vendor_lib else "NOT SEARCHED" if self.vendor_lib_unsearched else "MISSING"),
             self.runner,
             self.console,
         ]
@@ -119,9 +131,15 @@ def identity_problems(report: BoardReport, run_chipset: str | None) -> list[str]
         )
     if report.architecture != ARCHITECTURE:
         problems.append(f"architecture {report.architecture}, expected {ARCHITECTURE}")
-    if report.vendor_lib is None:
+    if report.vendor_lib is None and report.vendor_lib_unsearched is not None:
         problems.append(
-            f"ENN vendor library {VENDOR_LIB} missing from {', '.join(VENDOR_LIB_DIRS)}: the runner "
+            f"ENN vendor library found only at {report.vendor_lib_unsearched}, where this board's "
+            f"linker does not search for a program in {WORK_PARENT} (it searches "
+            f"{', '.join(report.linker_dirs)}): the runner would crash (Lib load failed.)"
+        )
+    elif report.vendor_lib is None:
+        problems.append(
+            f"ENN vendor library {VENDOR_LIB} missing from {', '.join(report.linker_dirs)}: the runner "
             "would crash (Lib load failed.)"
         )
     if report.free_bytes is not None and report.free_bytes < MIN_FREE_BYTES:
@@ -180,10 +198,42 @@ def _identity(board: AdbBoard, report: BoardReport) -> None:
         "",
     )
     report.architecture = board.shell(["uname", "-m"]).stdout.strip() or "?"
+    config = board.shell(["cat", LINKER_CONFIG])
+    report.linker_dirs = (linker_search_dirs(config.stdout, WORK_PARENT) if config.returncode == 0
+                          else None) or OLDER_LINKER_DIRS
     found = board.shell(["ls", "-d", *VENDOR_LIBS]).stdout.split()
-    report.vendor_lib = next((path for path in VENDOR_LIBS if path in found), None)
+    present = [path for path in VENDOR_LIBS if path in found]
+    report.vendor_lib = next((path for path in present
+                              if path.rpartition("/")[0] in report.linker_dirs), None)
+    report.vendor_lib_unsearched = None if report.vendor_lib or not present else present[0]
     df = board.shell(["df", "-k", WORK_PARENT])
     report.free_bytes = _free_bytes(df.stdout)
+
+
+def linker_search_dirs(config: str, program_dir: str) -> tuple[str, ...] | None:
+    """The 64-bit library folders the default namespace searches for a program in
+    `program_dir`, read from a linker configuration as linkerconfig writes it, as bionic's
+    linker reads it (`linker/linker_config.cpp`): the first `dir.SECTION = PATH` line, before
+    any section, that `program_dir` is under, then that section's
+    `namespace.default.search.paths` (`=`, then each `+=`), `${LIB}` being `lib64`. None when
+    the configuration names no such section."""
+    section = None
+    paths: list[str] = []
+    current = None
+    for raw in config.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1].strip()
+            continue
+        key, plus, value = line.partition("+=") if "+=" in line else line.partition("=")
+        key, value = key.strip(), value.strip().rstrip("/")
+        if current is None and section is None and key.startswith("dir.") and value \
+                and (program_dir.rstrip("/") + "/").startswith(value + "/"):
+            section = key.removeprefix("dir.")
+        elif current is not None and current == section and key == "namespace.default.search.paths" \
+                and value:
+            paths = [*paths, value.replace("${LIB}", "lib64")] if plus else [value.replace("${LIB}", "lib64")]
+    return tuple(paths) or None
 
 
 def _free_bytes(df_output: str) -> int | None:

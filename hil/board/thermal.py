@@ -112,7 +112,7 @@ class BoardState:
                 f"(cool-down threshold {cooldown['threshold_c']:g} °C)")
 
     def record(self) -> dict[str, Any] | None:
-        """The `board_state` of a case record (docs/results-json.md); None when nothing
+        """The `board_state` of a case record (hil/report/results.schema.json); None when nothing
         was read (a board without the files, or a run shell that failed before)."""
         if not self.zones and not self.cpufreq and self.cooldown is None:
             return None

@@ -51,19 +51,19 @@ from typing import Any
 import yaml
 
 from hil.cases.case import A8W8_RULE, A8W8_RULE_STEPS, INPUT_DTYPES, PRECISIONS, Case, InputSpec
+from hil.cases.manifest_fields import CASE_FIELDS, INPUT_FIELDS, TOLERANCE_FIELDS, TOP_FIELDS
 from hil.document import item_lines, load_document
 from hil.errors import UsageError, Where
 from hil.expectation import parse_expectation, parse_skip
+from hil.fields import names
 from hil.verdict import Tolerance
 
-_CASE_FIELDS = {
-    "id", "module", "kwargs", "inputs", "precision", "tolerance", "expect_delegated", "tags",
-    "seed", "require_delegation", "dataset", "checker", "calibration", "expect", "skip",
-}
-_INPUT_FIELDS = {"shape", "dtype", "range"}
+_TOP_FIELDS = names(TOP_FIELDS)
+_CASE_FIELDS = names(CASE_FIELDS)
+_INPUT_FIELDS = names(INPUT_FIELDS)
 MANIFEST_A8W8_DEFAULT = "manifest default, the ops suite's A8W8 rule"
 """How a case without a `tolerance` says where its A8W8 tolerance came from (`atol_rule`)."""
-_TOLERANCE_FIELDS = {"atol", "rtol", "min_sqnr_db", "scale_steps"}
+_TOLERANCE_FIELDS = names(TOLERANCE_FIELDS)
 
 
 def load_manifest(path: Path) -> list[Case]:
@@ -79,9 +79,10 @@ def load_manifest(path: Path) -> list[Case]:
         raise UsageError(f"{path}: not a readable YAML manifest: {first}") from exc
     if not isinstance(data, dict):
         raise where.error("top level", "expected a mapping with a 'cases' list")
-    unknown = set(data) - {"suite", "cases", "latency"}  # latency: hil/latency_plan.py
+    unknown = set(data) - _TOP_FIELDS  # latency: hil/latency_plan.py
     if unknown:
-        raise where.error(sorted(unknown)[0], "unknown field (allowed: suite, cases, latency)")
+        allowed = ", ".join(f.name for f in TOP_FIELDS)
+        raise where.error(sorted(unknown)[0], f"unknown field (allowed: {allowed})")
     suite = data.get("suite", path.stem)
     if not isinstance(suite, str) or not suite.strip():
         raise where.error("suite", "expected a non-empty string")

@@ -43,14 +43,11 @@ def cmd_localize(args: argparse.Namespace) -> int:
 
 
 def _one_case(args: argparse.Namespace) -> Any:
-    """The one case `--suite`/`--filter`/`--precision` select (UsageError otherwise)."""
-    if args.shard != "1/1":
-        raise UsageError("--shard: hil localize takes one case")
+    """The one case `--suite`/`--filter` (required by the parser)/`--precision` select
+    (UsageError otherwise)."""
     if args.precision not in ("fp32", "a8w8"):
         raise UsageError(f"--precision: hil localize takes one precision (fp32 or a8w8), "
                          f"not {args.precision!r}")
-    if not args.filter:
-        raise UsageError("hil localize: name the case with --filter ID")
     cases, _ = select_cases(args)
     if len(cases) != 1:
         names = ", ".join(case.key for case in cases[:5]) + (", ..." if len(cases) > 5 else "")

@@ -12,6 +12,7 @@ merged, or a re-run) are read as one, the later run's record of a case winning.
 from __future__ import annotations
 
 import math
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,9 @@ class Cell:
     counts: Counter = field(default_factory=Counter)
     failing: list[str] = field(default_factory=list)
     """`KEY: VERDICT` of every failed or errored case."""
+    bisect: str | None = None
+    """When a case of the cell passed the previous night of its chipset and flow and fails
+    now: the `hil bisect` command that would find the build that broke it."""
 
     @property
     def failed(self) -> int:
@@ -212,6 +216,31 @@ def _matrix(runs: list[Run]) -> dict[tuple[str, str, str, str], dict[str, Cell]]
     return dict(sorted(matrix.items()))
 
 
+def bisect_command(good: Path, bad: Path, suite: str, precision: str) -> str:
+    """`hil bisect` of one cell: the nights' results files and the cell's cases; the boards and
+    the candidates (--inventory, --firmware-builds, --runner-repo/--runner-build, --wheels) are
+    the lab's to add."""
+    return shlex.join(["hil", "bisect", "--good", str(good), "--bad", str(bad),
+                       "--filter", f"{suite}.{precision}.*"])
+
+
+def _bisect_commands(runs: list[Run], matrix: dict[tuple[str, str, str, str], dict[str, Cell]]) -> None:
+    """Each cell with a case that passed on the previous night of its chipset and flow and
+    fails now gets the command that would bisect it (`Cell.bisect`)."""
+    last: dict[tuple[str, str, str], tuple[str, Path, str]] = {}
+    for run in sorted(runs, key=lambda r: r.started):
+        for case in run.document["cases"]:
+            where = (run.chipset, run.flow, case_key(case))
+            before = last.get(where)
+            if (before is not None and before[0] < run.night and Verdict(before[2]).passed
+                    and Verdict(case["verdict"]).is_failure):
+                row = (case["suite"], case["precision"], run.chipset, run.flow)
+                cell = matrix.get(row, {}).get(run.night)
+                if cell is not None and cell.bisect is None:
+                    cell.bisect = bisect_command(before[1], run.path, case["suite"], case["precision"])
+            last[where] = (run.night, run.path, case["verdict"])
+
+
 def _worst_sqnr(case: dict[str, Any]) -> float | None:
     values = [o["sqnr_db"] for o in case.get("outputs") or []
               if isinstance(o.get("sqnr_db"), (int, float)) and not isinstance(o.get("sqnr_db"), bool)
@@ -285,11 +314,13 @@ def build(runs: list[Run], threshold: float = DEFAULT_THRESHOLD,
     runs = sorted(runs, key=lambda r: (r.started, str(r.path)))
     lanes = _lane_documents(runs)
     flags, accuracy, movers = _judge(lanes, threshold, min_delta_ms)
+    matrix = _matrix(runs)
+    _bisect_commands(runs, matrix)
     return Dashboard(
         runs=runs,
         nights=sorted({run.night for run in runs}),
         lanes=lanes,
-        matrix=_matrix(runs),
+        matrix=matrix,
         flags=flags,
         accuracy=accuracy,
         movers=movers,

@@ -92,6 +92,8 @@ def render(board: Dashboard) -> str:
         matrix=[{"suite": suite, "precision": precision, "chipset": chipset, "flow": flow,
                  "cells": [(night, cells.get(night)) for night in board.nights]}
                 for (suite, precision, chipset, flow), cells in board.matrix.items()],
+        bisect_commands=[(night, " ".join(row), cell.bisect) for row, cells in board.matrix.items()
+                         for night, cell in sorted(cells.items()) if cell.bisect],
         flags=[_flag_row(flag) for flag in board.flags],
         notes=any(flag.notes for flag in board.flags),
         latency=latency,

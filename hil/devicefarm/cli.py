@@ -5,7 +5,7 @@ runtime_executor.py`, `.ci/scripts/setup-samsung-linux-deps.sh`, `cleanup-samsun
 
 | flag | here |
 |---|---|
-| `-Q` | start the session's holder (hil/devicefarm/holder.py) for `HIL_BOARD`; 0 once it listens |
+| `-Q` | start the session's holder (hil/devicefarm/holder.py) for `HIL_BOARD`; 0 (see below) |
 | `-C` | one line: `assigned <board>`, `waiting (<why>)`, or `unavailable: <why>` (exit 1) |
 | `-E CMD` | CMD through the board's shell as given; its stdout, stderr and exit status |
 | `-U SRC DIR` | push the host file SRC into the board's DIR (its mode kept) |
@@ -16,6 +16,14 @@ Exit status: 0 done; `-E`: the command's; 1 one line `devicefarm-cli: ...` on st
 board, a missing file, the board failed); 2 bad usage. Upstream's CI greps `-C`'s output for
 `waiting|not assigned` (wait), then `assigned` (go on), anything else meaning "no device":
 `unavailable:` lines never contain either word.
+
+`-Q` succeeds whenever its own command line is well formed, even when `HIL_BOARD` is unset or
+names no usable board: it records why in the session (`final.json`) and says on stderr that
+`-C` will report it; `-C` then exits 1 with `unavailable: <why>`. Upstream's
+`setup-samsung-linux-deps.sh` (`acquire_device`) treats a failed `-Q` as "no device farm" and
+returns 0, after which `pull.yml` skips the tests with `exit 0`: a misconfigured lab would
+show a green job. Its `out="$(devicefarm-cli -C 2>&1)"` runs under `set -ex`, so a failing
+`-C` fails the job instead.
 """
 
 from __future__ import annotations
@@ -52,16 +60,19 @@ class Failed(Exception):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG, description="hil's devicefarm-cli: one board of the lab held per session "
-        "(HIL_DEVICEFARM_SESSION) for upstream ExecuTorch's Samsung tests",
-    )
+    from hil.commands.help import apply_to
+    from hil.commands.manual import DEVICEFARM_CLI
+
+    parser = apply_to(argparse.ArgumentParser(prog=PROG), DEVICEFARM_CLI)
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("-Q", dest="enqueue", action="store_true", help="request a board (HIL_BOARD)")
     group.add_argument("-C", dest="check", action="store_true", help="is a board assigned?")
-    group.add_argument("-E", dest="execute", nargs="+", metavar="CMD", help="run CMD on the board")
-    group.add_argument("-U", dest="upload", nargs=2, metavar=("SRC", "DIR"), help="push a file")
-    group.add_argument("-D", dest="download", nargs=2, metavar=("SRC", "DST"), help="pull a folder")
+    group.add_argument("-E", dest="execute", nargs="+", metavar="CMD",
+                       help="run CMD through the board's shell; exit with its status")
+    group.add_argument("-U", dest="upload", nargs=2, metavar=("SRC", "DIR"),
+                       help="push the host file SRC into the board's folder DIR")
+    group.add_argument("-D", dest="download", nargs=2, metavar=("SRC", "DST"),
+                       help="pull the board's folder SRC to DST/<basename of SRC>/")
     group.add_argument("-d", dest="disconnect", action="store_true", help="release the board")
     return parser
 
@@ -75,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         if args.enqueue:
-            return enqueue(session)
+            return enqueue_or_record(session)
         if args.check:
             return check(session)
         if args.disconnect:
@@ -91,6 +102,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # -- -Q ---------------------------------------------------------------------------------------
+def enqueue_or_record(session: Session) -> int:
+    """`enqueue`; when it cannot start a holder, why is recorded for `-C` and `-Q` still exits
+    0 (see the module docstring: upstream's CI must fail at `-C`, not skip its tests)."""
+    try:
+        return enqueue(session)
+    except Failed as exc:
+        why = str(exc)
+    if _live_holder(session) is not None:  # the session holds a board already: left as it is
+        _say(f"{PROG}: {why}", sys.stderr)
+        return 0
+    try:
+        session.create()
+        session.write(FINAL_FILE, {"state": "unavailable", "why": why})
+    except OSError as exc:
+        _say(f"{PROG}: {why} (not recorded for -C: {exc.strerror})", sys.stderr)
+        return 0
+    _say(f"{PROG}: {why}; `{PROG} -C` will report it (unavailable)", sys.stderr)
+    return 0
+
+
 def enqueue(session: Session) -> int:
     """Start the session's holder for HIL_BOARD; return once it listens."""
     from hil.adbserver import server_choice

@@ -36,11 +36,12 @@ from typing import Any
 
 from hil.board.adb import ADB_ERRORS, AdbBoard
 from hil.board.sync import SyncFailed, pull_files, push_files
+from hil.devicefarm import board_exec
 from hil.devicefarm.session import FINAL_FILE, HOLDER_FILE, Session, read_message, short_path
 from hil.errors import InfraError, UsageError
 from hil.interrupts import Stop, StopSignals
 from hil.pool.bringup import PoolOptions
-from hil.pool.held import ASSIGNED, UNAVAILABLE, HeldBoard, held_sources
+from hil.pool.held import ASSIGNED, UNAVAILABLE, CallCancelled, HeldBoard, held_sources
 
 log = logging.getLogger("hil.devicefarm")
 
@@ -51,19 +52,6 @@ REQUEST_FILE = "request.json"
 class RequestFailed(Exception):
     """A request that cannot be done (a missing folder on the board): one line for the caller,
     nothing wrong with the board."""
-
-
-def _exec(board: AdbBoard, command: str, timeout_s: float) -> dict[str, Any]:
-    """`command` as given, through the board's shell (upstream's strings: see the README)."""
-    from hil.board.connection import shell_v2
-    from hil.board.watchdog import bounded
-
-    try:
-        result = bounded(lambda: shell_v2(board.device, command, timeout_s),
-                         timeout_s + board.idle_timeout_s, f"{board.name}: devicefarm -E")
-    except ADB_ERRORS as exc:
-        raise InfraError(f"{board.name}: shell failed: {type(exc).__name__}: {exc}") from exc
-    return {"exit": result.returncode, "stdout": result.stdout, "stderr": result.stderr}
 
 
 def _push(board: AdbBoard, source: str, folder: str) -> dict[str, Any]:
@@ -232,14 +220,20 @@ class Holder:
                 conn.settimeout(30.0)
                 message = read_message(conn)
                 conn.settimeout(None)
-                reply = self._handle(message)
+                caller_gone, replied = threading.Event(), threading.Event()  # see `_watch_caller`
+                threading.Thread(target=_watch_caller, args=(conn, caller_gone, replied, message.get("op")),
+                                 daemon=True).start()
+                reply = self._handle(message, caller_gone)
             except (OSError, ValueError) as exc:
                 log.warning("bad request: %s", exc)
                 return
+            replied.set()
             with contextlib.suppress(OSError):
                 conn.sendall(_json_line(reply))
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)  # ends `_watch_caller`'s recv (a close would not)
 
-    def _handle(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _handle(self, message: dict[str, Any], caller_gone: threading.Event | None = None) -> dict[str, Any]:
         op = message.get("op")
         if op == "status":
             kind, why = (UNAVAILABLE, self.final) if self.final is not None else self.held.state()
@@ -248,8 +242,9 @@ class Holder:
             self.released_by_client.set()
             self.held.release()
             return {"ok": True}
+        gone = caller_gone or threading.Event()
         work = {
-            "exec": lambda board: _exec(board, str(message["command"]), self.timeout_s),
+            "exec": lambda board: board_exec.run(board, str(message["command"]), self.timeout_s, gone),
             "push": lambda board: _push(board, str(message["src"]), str(message["dst"])),
             "pull": lambda board: _pull(board, str(message["src"]), str(message["dst"])),
         }.get(str(op))
@@ -257,13 +252,27 @@ class Holder:
             return {"error": f"unknown request {op!r}"}
         log.info("%s %s", op, {k: v for k, v in message.items() if k != "op"})
         try:
-            return {"ok": True, **self.held.call(work)}
-        except RequestFailed as exc:
+            return {"ok": True, **self.held.call(work, gone)}
+        except (RequestFailed, board_exec.CommandStopped, CallCancelled) as exc:
+            if gone.is_set():
+                log.info("%s: %s", op, exc)
             return {"error": str(exc)}
         except InfraError as exc:
             kind, why = self.held.state()
             log.error("%s failed: %s", op, exc)
             return {"error": f"board: {exc}", "state": kind, "why": why}
+
+
+def _watch_caller(conn: socket.socket, gone: threading.Event, replied: threading.Event, op: object) -> None:
+    """Set `gone` when the caller's end of `conn` closes before its reply (it sends nothing
+    after its request and waits for the reply): upstream kills devicefarm-cli's process group
+    at its own limit. Ends when the holder shuts the connection down after its reply."""
+    with contextlib.suppress(OSError):
+        while conn.recv(4096):
+            pass
+    gone.set()
+    if not replied.is_set():
+        log.info("the caller of a %s request went away before its reply", op)
 
 
 def children(pid: int) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ For a case that ended FAIL_MISMATCH: take its exported (A8W8: quantized) graph
 board and judge it with the case's own code and tolerance rule at that node (`probes.py`);
 a binary search over the clean cut points in topological order (`search.py`) finds the first
 node out of tolerance in about log2(N) + 2 board runs. The result is the case record's
-`localization` block (docs/results-json.md). `drift.py` walks an A8W8 graph against fp32 on
+`localization` block (hil/report/results.schema.json). `drift.py` walks an A8W8 graph against fp32 on
 the host instead (no board).
 """
 

@@ -68,7 +68,7 @@ def _values(graph_module: torch.fx.GraphModule, inputs: Any, wanted: set[str]) -
 
 def drift_against_fp32(case: Case, flow: str, floor_db: float) -> dict[str, Any]:
     """The A8W8 graph of `case` against its fp32 graph: the per-op SQNR curve and the first
-    op below `floor_db` (the `drift` record, docs/results-json.md)."""
+    op below `floor_db` (the `drift` record, hil/report/results.schema.json)."""
     start = time.perf_counter()
     fp32_module, inputs = build_graph(dataclasses.replace(case, precision="fp32"), flow)
     quantized_module, _ = build_graph(case, flow)

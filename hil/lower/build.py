@@ -14,7 +14,7 @@ import torch
 
 from hil.cases.case import Case, InputSpec
 from hil.cases.datasets import Samples
-from hil.lower import LoweringFailed
+from hil.lower import LoweringFailed, rig
 from hil.lower.artifact import TARGETS_FILE, Artifact, TensorMeta
 from hil.lower.flows import lower_program
 from hil.lower.quantize import CALIBRATION_SAMPLES, output_scales, quantize_a8w8
@@ -168,7 +168,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
             fp32_references = _stage(Verdict.FAIL_EXPORT, "reference_fp32", times,
                                      lambda: _flatten(fp32_module(*inputs)))
     lowered = _stage(
-        Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(exported, flow, chipset)
+        Verdict.FAIL_LOWER, "lower", times, lambda: lower_program(rig.apply(exported), flow, chipset)
     )
     program = check_runner_limits(lowered.buffer)
     (folder / "model.pte").write_bytes(lowered.buffer)

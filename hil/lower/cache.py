@@ -128,10 +128,11 @@ def _describe_arg(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def _environment_digest() -> str:
+    from hil.lower.rig import RIG_DISTRIBUTION
     from hil.sdk import find_litecore
 
     parts: dict[str, Any] = {}
-    for package in ("torch", "executorch", "exynos-hil"):
+    for package in ("torch", "executorch", "exynos-hil", RIG_DISTRIBUTION):
         try:
             parts[package] = version(package)
         except PackageNotFoundError:
@@ -159,6 +160,18 @@ def cache_key(case: Case, flow: str, chipset: str) -> str:
         "environment": _environment_digest(),
     }
     return hashlib.sha256(json.dumps(record, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+_NOT_IN_DEFINITION = {"file", "line"}
+"""Where a case is written down, not what it is: not part of its definition's digest."""
+
+
+def definition_digest(case: Case) -> str:
+    """The sha256 of a case's definition as the key describes it (factories by their code's
+    digest), the fields that judge it included: results.json `run.suites` hashes these."""
+    described = {field.name: _describe_arg(getattr(case, field.name))
+                 for field in dataclasses.fields(case) if field.name not in _NOT_IN_DEFINITION}
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=repr).encode()).hexdigest()
 
 
 def load_artifact(folder: Path, meta: bytes | None = None) -> Artifact:

@@ -28,10 +28,23 @@ from hil.board.recovery import BoardFrozen, Recovery, Rung, Step
 from hil.board.servers import BoardServers
 from hil.errors import InfraError, UsageError
 from hil.paths import safe_name
-from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile
+from hil.runner.profiles import VIRTUAL_PROFILE_PROPERTY, BoardRunner, choose_profile, runner_identity
 from hil.virtual.offhost import DEVICE_TIME_PROPERTY
 
 log = logging.getLogger(__name__)
+
+BUILD_PROPERTY = "ro.build.fingerprint"
+"""The build a board without an inventory `expected_build` is recorded by."""
+
+
+def virtual_runner(runner: Path | None) -> Path:
+    """What a virtual board runs: hil's own runner front, or `--runner` when it is a test rig's
+    stand-in (hil/virtual/runner_build.py: a runner build that behaves in its own way)."""
+    from hil.virtual.runner_build import is_stand_in
+
+    if runner is not None and runner.is_file() and is_stand_in(runner.read_bytes()):
+        return runner
+    return VIRTUAL_RUNNER
 
 
 @dataclass(frozen=True)
@@ -111,7 +124,7 @@ def bring_up(
     report = inspect_board(probe, entry, options.chipset, console=False)
     if report.problems:
         raise InfraError(f"preflight: {'; '.join(report.problems)}")
-    runner = VIRTUAL_RUNNER if report.virtual else options.runner
+    runner = virtual_runner(options.runner) if report.virtual else options.runner
     if runner is None:
         raise UsageError(
             f"--runner: {name} is a real board: pass the enn_executor_runner built for "
@@ -144,8 +157,13 @@ def bring_up(
               "properties": info.properties, "console": entry.console if console is not None else None,
               "runner_pushes": board.runner_pushes, "runner_profile": choice.record(),
               "start_s": round(time.perf_counter() - began, 3)}
+    record["runner"] = runner_identity(runner)
     if build is not None:
         record.update(build=build, flashes=flashes)
+    else:  # no expected build: what the board reports all the same (`hil bisect`'s tuple)
+        reported = info.properties.get(BUILD_PROPERTY)
+        record["build"] = {"property": BUILD_PROPERTY, "expected": None, "before": reported,
+                           "after": reported, "differed": False}
     if cycled:
         record["recovery"] = [step.record() for step in cycled]
     if info.properties.get(DEVICE_TIME_PROPERTY):  # the off-host measuring mode: not a measurement

@@ -44,6 +44,10 @@ GIVE_BACK_S = 10.0
 """On exit, how long the board thread gets to clean the board up before the pool stops."""
 
 
+class CallCancelled(Exception):
+    """The caller went away before its call's turn: it was dropped from the queue."""
+
+
 @dataclass
 class _Call(Generic[T]):
     """One call waiting for the board's thread."""
@@ -145,15 +149,19 @@ class HeldBoard:
         wait_until(self.pool.settled, self.stop, seconds)
         return self.state()
 
-    def call(self, fn: Callable[[AdbBoard], T]) -> T:
+    def call(self, fn: Callable[[AdbBoard], T], cancelled: threading.Event | None = None) -> T:
         """`fn(board)` on the board's thread; its result, or what it raised. InfraError when
-        there is no board to run it on (never came up, quarantined for good, released)."""
+        there is no board to run it on (never came up, quarantined for good, released);
+        CallCancelled when `cancelled` is set while the call still waits for its turn (a call
+        already running is `fn`'s to end)."""
         kind, why = self.state()
         if kind == UNAVAILABLE:
             raise InfraError(f"no board: {why}")
         job: _Call[T] = _Call(fn)
         self._calls.put(job)
         while not job.done.wait(0.2):
+            if cancelled is not None and cancelled.is_set() and self._forget(job):
+                raise CallCancelled("the caller went away before its turn")
             kind, why = self.state()
             if kind == UNAVAILABLE or self.stop.is_set():
                 self._forget(job)
@@ -165,7 +173,9 @@ class HeldBoard:
             raise job.error
         return job.result  # type: ignore[no-any-return]
 
-    def _forget(self, job: _Call[Any]) -> None:
+    def _forget(self, job: _Call[Any]) -> bool:
+        """Take `job` out of the queue; whether it was still there (not yet taken)."""
+        found = False
         with self._lock:
             kept = []
             while True:
@@ -175,8 +185,11 @@ class HeldBoard:
                     break
                 if other is not job:
                     kept.append(other)
+                else:
+                    found = True
             for other in kept:
                 self._calls.put(other)
+        return found
 
     # -- the pool's dispatcher (hil/pool/pool.py) ------------------------------------------------
     def next_job(self, board: str) -> _Call[Any] | None:

@@ -6,24 +6,32 @@ open:   session (labgrid's ClientSession, our identity HOST/USER.hil-PID)
         ─► a reservation per place wanted (filter = tags; `place=NAME` is `name=NAME`)
         ─► poll every second (a waiting reservation expires unpolled), saying who holds what
         ─► allocated: acquire the place ─► its resources ─► InventoryEntry
-             NetworkADBDevice{host,port}              → adb HOST:PORT
-             RemoteUSBADBDevice{host,port,serialno}   → adb SERIAL@HOST:PORT (its adb server)
+             an ADB resource {host,port}              → adb HOST:PORT
+             an ADB resource {host,port,serialno}     → adb SERIAL@HOST:PORT (its adb server)
+               (every class of labgrid PRs #1564, #1740, #1809: hil/pool/labgrid_resources.py)
              NetworkSerialPort{host,port,protocol}    → console rfc2217://…?ign_set_control, socket://
              NetworkPowerPort{model,host,index}       → LabgridPower (labgrid's own power driver)
              tags chipset/soc, runner_profile         → chipset, runner_profile
-             RemoteAndroidNetFastboot{address,port,protocol} → fastboot tcp|udp:ADDRESS:PORT
+             RemoteAndroidNetFastboot{host,address,port,protocol} → fastboot tcp|udp:ADDRESS:PORT,
+                                                        run on HOST over ssh, as labgrid runs it
                                                         (with the inventory entry's images)
+             an isolated exporter's (extra.proxy_required) → every address through its proxy
         ─► --board-wait over: take the places granted, cancel the rest; none: InfraError
-close:  release every place we acquired (only if still ours) and cancel every reservation
+close:  release every place we acquired (only if still ours) and cancel every reservation;
+        close the ssh connections to exporters (hil/board/labgrid_ssh.py)
 ```
 
 labgrid's locks never expire (labgrid#1739): a run killed with SIGKILL keeps its places.
 The next hil on the same host sees a holder `HOST/USER.hil-PID` whose PID is gone and takes
 the place over with `release-from` semantics (the coordinator releases only if that exact
-holder still holds it). A holder on another host is never judged: it is listed, not taken.
+holder still holds it, and answers OK either way: the place is read again before it is said
+freed). A holder on another host is never judged: it is listed, not taken.
 
-hil only reads what exporters publish; it runs no exporter and no adb server of a lab. The
-coordinator session, holder identity and labgrid power driver: hil/pool/labgrid_remote.py.
+hil only reads what exporters publish; it runs no exporter and no adb server of a lab. Where
+labgrid runs a program on an exporter's host (fastboot) or reaches its resources through ssh
+(an isolated exporter), hil does the same with labgrid's own ssh helpers. The coordinator
+session, holder identity and labgrid power driver: hil/pool/labgrid_remote.py; what the
+resources become: hil/pool/labgrid_resources.py.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hil.board import labgrid_ssh
 from hil.board.inventory import CHIPSETS, NAME, InventoryEntry
 from hil.board.labgrid_spec import LabgridRequest
 from hil.errors import InfraError, UsageError
@@ -48,6 +57,13 @@ from hil.pool.labgrid_remote import (  # noqa: F401 - re-exported: the source's 
     coordinator_address,
     holder_alive,
     identity,
+)
+from hil.pool.labgrid_resources import (
+    NotYet,
+    adb_of,
+    console_of,
+    fastboot_of,
+    power_of,
 )
 from hil.runner.profiles import PROFILES
 
@@ -64,10 +80,8 @@ block each other until --board-wait."""
 PUBLISH_TIMEOUT_S = 10.0
 """After acquiring, how long an exporter may take to publish what it starts on acquire
 (ser2net's port of a NetworkSerialPort)."""
-ADB_CLASSES = ("NetworkADBDevice", "RemoteUSBADBDevice", "NetworkUSBADBDevice")
-"""labgrid's ADB resources (pull request #1564, resource/adb.py). Its exporter publishes a
-USBADBDevice as `NetworkUSBADBDevice` {host, port, serialno}; the client's class for the same
-thing is `RemoteUSBADBDevice`: both are read."""
+
+
 def matches(tags: dict[str, str], name: str, wanted: Sequence[tuple[str, str]]) -> bool:
     """Whether a place with `tags` (and `name`) satisfies a reservation filter."""
     have = {**tags, "name": name}
@@ -222,14 +236,24 @@ class LabgridSource:
         for name, place in sorted(places.items()):
             holder = place["acquired"]
             if holder and holder != self.holder and holder_alive(holder, self.host) is False:
-                log.warning("labgrid: %s: holder %s is dead (no such process on %s): released",
-                            name, holder, self.host)
                 try:
                     self._coordinator.release_from(name, holder)
                 except LabgridRefused as exc:
                     log.warning("labgrid: %s: release-from %s refused: %s", name, holder, exc)
                     continue
-                freed.append(name)
+                # the coordinator answers OK when another holder has it by now, releasing
+                # nothing (remote/coordinator.py ReleasePlace): what it holds now is the answer
+                now = self._coordinator.snapshot()[0].get(name, {}).get("acquired")
+                if now is None:
+                    log.warning("labgrid: %s: holder %s is dead (no such process on %s): released",
+                                name, holder, self.host)
+                    freed.append(name)
+                elif now == holder:
+                    log.warning("labgrid: %s: holder %s is dead, but the coordinator still has it "
+                                "as the holder after release-from", name, holder)
+                else:
+                    log.warning("labgrid: %s: holder %s is dead, but %s holds the place by now: "
+                                "not released", name, holder, now)
         for reservation in self._coordinator.reservations():
             owner = reservation.owner
             if owner != self.holder and holder_alive(owner, self.host) is False:
@@ -253,7 +277,7 @@ class LabgridSource:
                 try:
                     entries.append(self.entry_for(want, places[want.place], resources))
                     break
-                except _NotYet as exc:
+                except NotYet as exc:
                     if time.monotonic() >= deadline:
                         problems.append(f"{want.place}: {exc}")
                         self._give_back(want)
@@ -279,40 +303,12 @@ class LabgridSource:
                 raise InfraError(f"resource {exporter}/{group}/{cls}/{name} is gone "
                                  "(exporter disconnected?)")
             found.setdefault(data["cls"], (exporter, data))
-        adb_cls = next((cls for cls in ADB_CLASSES if cls in found), None)
-        if adb_cls is None:
-            raise InfraError(f"no adb resource ({', '.join(ADB_CLASSES)}) among "
-                             f"{', '.join(sorted(found)) or 'no resources'}")
-        exporter, data = found[adb_cls]
-        params = data.get("params") or {}
-        host, port = params.get("host"), params.get("port")
-        if not host or not port:
-            raise _NotYet(f"{adb_cls} has no host:port yet")
-        if adb_cls == "NetworkADBDevice":
-            adb, adb_server = f"{host}:{int(port)}", None
-        else:
-            adb, adb_server = str(params.get("serialno") or ""), f"{host}:{int(port)}"
-            if not adb:
-                raise InfraError(f"{adb_cls} without serialno")
-        console, baud = None, 115200
-        if "NetworkSerialPort" in found:
-            serial_params = found["NetworkSerialPort"][1].get("params") or {}
-            if not serial_params.get("port"):
-                raise _NotYet("its NetworkSerialPort has no port yet (ser2net starting)")
-            address = f"{serial_params['host']}:{int(serial_params['port'])}"
-            # as labgrid's SerialDriver opens it: ser2net does not answer RFC 2217's
-            # SET_CONTROL, which `ign_set_control` (pyserial-labgrid's) lets pass
-            console = (f"socket://{address}" if serial_params.get("protocol") == "raw"
-                       else f"rfc2217://{address}?ign_set_control")
-            baud = int(serial_params.get("speed") or 115200)
-        power = None
-        if "NetworkPowerPort" in found:
-            power_params = found["NetworkPowerPort"][1].get("params") or {}
-            power = LabgridPower(want.place or "", str(power_params.get("model")),
-                                 str(power_params.get("host")), str(power_params.get("index", 0)))
+        adb = adb_of(found)
+        console, baud = console_of(found)
+        power = power_of(found, want.place or "")
         provisioning = want.request.provisioning
         if provisioning is not None and provisioning.flashable:
-            provisioning = provisioning.with_endpoint(_fastboot_endpoint(found, want.place))
+            provisioning = provisioning.with_endpoint(*fastboot_of(found, want.place))
         tags = place["tags"]
         chipset = want.request.chipset or _chipset(tags)
         profile = want.request.runner_profile or tags.get("runner_profile")
@@ -323,11 +319,11 @@ class LabgridSource:
         if not NAME.match(name):
             name = re.sub(r"[^A-Za-z0-9._-]", "-", name)[:64]
         return InventoryEntry(
-            name=name, adb=adb, adb_server=adb_server, chipset=chipset, console=console,
+            name=name, adb=adb.adb, adb_server=adb.server, chipset=chipset, console=console,
             console_baud=baud, power=power, runner_profile=profile, provisioning=provisioning,
             tags=tuple(f"{k}={v}" for k, v in sorted(tags.items())),
-            labgrid={"coordinator": self.address, "place": want.place, "exporter": exporter,
-                     "host": host, "reservation": want.token, "holder": self.holder,
+            labgrid={"coordinator": self.address, "place": want.place, "exporter": adb.exporter,
+                     "host": adb.host, "reservation": want.token, "holder": self.holder,
                      "tags": dict(tags), "waited_s": round(time.monotonic() - want.since, 1)},
         )
 
@@ -368,25 +364,7 @@ class LabgridSource:
         finally:
             self._coordinator = None
             coordinator.close()
-
-
-class _NotYet(InfraError):
-    """A resource the exporter has not published completely yet."""
-
-
-def _fastboot_endpoint(found: dict[str, tuple[str, dict[str, Any]]], place: str | None) -> str:
-    """`PROTOCOL:ADDRESS:PORT` of the place's network fastboot resource (labgrid's exporter
-    publishes an AndroidNetFastboot as RemoteAndroidNetFastboot {host, address, port, protocol});
-    "" when it has none: the flash then fails at its first step, saying so. A USB fastboot
-    resource (RemoteAndroidUSBFastboot) sits on the exporter's host, where labgrid runs fastboot
-    over ssh: hil does not (yet)."""
-    for cls in ("RemoteAndroidNetFastboot", "AndroidNetFastboot"):
-        if cls in found:
-            params = found[cls][1].get("params") or {}
-            port = int(params.get("port") or 5554)
-            return f"{params.get('protocol') or 'udp'}:{params.get('address')}:{port}"
-    log.warning("labgrid: %s: images configured but no AndroidNetFastboot resource", place)
-    return ""
+            labgrid_ssh.close()
 
 
 def _chipset(tags: dict[str, str]) -> str | None:

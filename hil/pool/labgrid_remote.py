@@ -242,22 +242,33 @@ class LabgridPower:
     index: str
     delay_s: float = 2.0
     """How long `cycle()` leaves the board off (the driver's `delay`)."""
+    proxy: str | None = None
+    """An isolated exporter's proxy host: the driver reaches the port through it (ssh)."""
 
     def _driver(self) -> Any:
         from labgrid import Target
         from labgrid.driver import NetworkPowerDriver
         from labgrid.resource import NetworkPowerPort
 
+        from hil.board import labgrid_ssh
+
         target = Target(f"hil-{self.place}")
-        NetworkPowerPort(target, name=None, model=self.model, host=self.host, index=self.index)
+        port = NetworkPowerPort(target, name=None, model=self.model, host=self.host, index=self.index)
+        if self.proxy:  # as labgrid's RemotePlaceManager sets it from the exporter's data
+            port.extra = {"proxy": self.proxy, "proxy_required": True}
         driver = NetworkPowerDriver(target, name=None, delay=float(self.delay_s))
-        target.activate(driver)
+        with labgrid_ssh.serialized():  # activating forwards through the proxy (on_activate)
+            if self.proxy:
+                labgrid_ssh.connect(self.proxy)
+            target.activate(driver)
         return driver
 
     def _do(self, action: str) -> None:
         log.info("labgrid power %s: %s (%s)", self.place, action, self.model)
         try:
             getattr(self._driver(), action)()
+        except InfraError as exc:  # hil's own words (ssh to the proxy): no URL in them
+            raise InfraError(f"labgrid power {action} of {self.place}: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - any backend failure is the board's infrastructure
             raise InfraError(f"labgrid power {action} of {self.place}: {type(exc).__name__}") from exc
 

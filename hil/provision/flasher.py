@@ -22,7 +22,8 @@ quarantine. A flash that timed out is not retried: the bootloader stopped answer
 The flasher is one small contract (`Flasher`), so that another method than fastboot can be
 added (Samsung's download mode, say, whose `adb reboot download` and its own USB tool would be
 a second implementation); `flasher_for` chooses it. Supported today: fastboot over a USB
-serial, TCP (`tcp:HOST:PORT`) and UDP (`udp:HOST:PORT`).
+serial, TCP (`tcp:HOST:PORT`) and UDP (`udp:HOST:PORT`), run on this host or, for a labgrid
+place, on its exporter's host over ssh (hil/provision/fastboot.py).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def flasher_for(provisioning: Provisioning, flash_s: float = FLASH_TIMEOUT_S) ->
     """The flasher of a board's provisioning record (fastboot: the only method today)."""
     from hil.provision.fastboot import FastbootFlasher
 
-    return FastbootFlasher(provisioning.fastboot or "", flash_s=flash_s)
+    return FastbootFlasher(provisioning.fastboot or "", flash_s=flash_s, via=provisioning.fastboot_via)
 
 
 def needs_flash(provisioning: Provisioning, build: str | None) -> bool:

@@ -29,14 +29,15 @@ from hil.errors import UsageError
 from hil.verdict import Verdict
 
 SCHEMA = "exynos-hil/results"
-VERSION = 4
+VERSION = 5
 """The version written. 2: `latency_ms` carries p99, mean, std, cv and the stability verdict,
 cases carry `memory` and `board_state`; 4: boards carry `build` and `flashes` (provisioning),
 `run.boards[].device_time` (a virtual board in the off-host measuring mode) and `case_lines`
 (true when each case is on a line of its own: see the module docstring), `run.capacity_lost`
-and each board record's `board_seconds_out` (the capacity lost to recovery), all optional
-(docs/results-json.md)."""
-READABLE_VERSIONS = (1, 2, 3, 4)
+and each board record's `board_seconds_out` (the capacity lost to recovery); 5: the build
+tuple `hil bisect` reads: `run.executorch_git`, `run.packages`, `run.suites`, every board's
+`build` (expected or not) and `runner`; all optional (hil/report/results.schema.json)."""
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 """Versions `load_results` accepts: version 1 records read back with the numbers they have."""
 TEXT_CAP_BYTES = 64 * 1024
 """Cap of `detail`, of every `logs.*` entry and of a JUnit system-out (UTF-8 bytes)."""
@@ -129,7 +130,7 @@ def atomic_writer(path: Path, durable: bool = True) -> Iterator[TextIO]:
     error, so that a reader sees the old or the new file, whole: a temporary file in the
     same folder, `os.replace`; on an error `path` is left as it was. `durable`: fsync the
     file before and the folder after, so that it survives a power cut too; a run's rewrites
-    at checkpoints skip that (about 10 ms per file here: `scripts/bench.py`), since the
+    at checkpoints skip that (about 10 ms per file on ext4: `scripts/bench.py`), since the
     rename alone survives the process being killed, and the run's last writes are durable."""
     path = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -378,6 +379,7 @@ RUN_FIELD_TYPES: dict[str, Any] = {
     "boards": _OBJECT_LIST, "command": list, "usable_boards": int, "shard": str, "id": str,
     "status": str, "flow": str, "chipset": str, "virtual": bool, "merged_from": _OBJECT_LIST,
     "planned": list, "missing_shards": list, "capacity_lost": dict,
+    "executorch_git": str, "packages": dict, "suites": dict,
 }
 """The types of the run fields the renderings read (None is allowed for each)."""
 CAPACITY_FIELD_TYPES: dict[str, Any] = {

@@ -1,5 +1,5 @@
 """How renderings read a case's measurements back: `latency_ms` (statistics from
-`hil/latency.py`), `memory` and `board_state` (docs/results-json.md)."""
+`hil/latency.py`), `memory` and `board_state` (hil/report/results.schema.json)."""
 
 from __future__ import annotations
 

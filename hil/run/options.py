@@ -76,7 +76,7 @@ class RunOptions:
     keep_outputs: bool = False
     """`--keep-outputs`: every case's board outputs go to `OUT/cases/<slot>/output-<board>/`;
     otherwise only those of cases that did not pass (creating two folders and a file per
-    case was a sixth of hil's CPU per case on this machine's ext4: scripts/bench_boards.py)."""
+    case was a sixth of hil's CPU per case, on ext4: scripts/bench_boards.py)."""
 
     def plan_for(self, suite: str) -> LatencyPlan:
         """The latency plan of a case of `suite`."""

@@ -1,12 +1,14 @@
 """What a run writes about itself and its cases: the `run` block's fields known at the start,
-and the case record of results.json (docs/results-json.md)."""
+and the case record of results.json (hil/report/results.schema.json)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import secrets
 import subprocess
+from collections.abc import Sequence
 from typing import Any
 
 from hil import __version__
@@ -42,20 +44,53 @@ def git_sha() -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
-def versions() -> dict[str, str | None]:
+PYTHON_SIDE = ("torch", "torchvision", "executorch")
+"""The distributions whose versions shape a lowering: results.json `run.packages` (with the
+test rig's lowering package, hil/lower/rig.py, when it is installed)."""
+
+
+def versions() -> dict[str, Any]:
+    """hil's, torch's and ExecuTorch's versions, ExecuTorch's `git_version` (the commit its
+    wheel was built from: `executorch_git`) and the Python side's versions (`packages`)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    found: dict[str, str | None] = {"hil": __version__}
-    for package in ("torch", "executorch"):
+    from hil.lower.rig import RIG_DISTRIBUTION
+
+    packages: dict[str, str] = {}
+    for package in (*PYTHON_SIDE, RIG_DISTRIBUTION):
         try:
-            found[package] = version(package)
+            packages[package] = version(package)
         except PackageNotFoundError:
-            found[package] = None
-    return found
+            continue
+    return {"hil": __version__, "torch": packages.get("torch"),
+            "executorch": packages.get("executorch"), "executorch_git": executorch_git(),
+            "packages": packages}
+
+
+def executorch_git() -> str | None:
+    """`executorch.version.git_version`, None without ExecuTorch (or in a build without it)."""
+    try:
+        from executorch.version import git_version
+    except ImportError:
+        return None
+    return str(git_version) if git_version else None
+
+
+def suite_digests(cases: Sequence[Case]) -> dict[str, dict[str, Any]]:
+    """results.json `run.suites`: per suite, the sha256 of its planned cases' definitions
+    (`definition_digest`, by case key order) and their count."""
+    from hil.lower.cache import definition_digest
+
+    by_suite: dict[str, list[tuple[str, str]]] = {}
+    for case in cases:
+        by_suite.setdefault(case.suite, []).append((case.key, definition_digest(case)))
+    return {suite: {"digest": hashlib.sha256("".join(f"{key} {digest}\n" for key, digest in sorted(pairs))
+                                              .encode()).hexdigest(), "cases": len(pairs)}
+            for suite, pairs in sorted(by_suite.items())}
 
 
 def case_record(case: Case, **fields: Any) -> dict[str, Any]:
-    """A results.json case entry (docs/results-json.md), its verdict settled against the
+    """A results.json case entry (hil/report/results.schema.json), its verdict settled against the
     case's known failure, if it declares one (XFAIL / XPASS)."""
     record: dict[str, Any] = {
         "suite": case.suite,

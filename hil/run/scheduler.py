@@ -33,7 +33,7 @@ from hil.report.results import CaseStream
 from hil.run.attempt import Work, attempt, infra_record
 from hil.run.options import RunOptions
 from hil.run.recorder import Recorder
-from hil.run.records import case_record, git_sha, new_run_id, now, now_ms, versions
+from hil.run.records import case_record, git_sha, new_run_id, now, now_ms, suite_digests, versions
 from hil.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ class Run:
             "virtual": any(e.virtual for e in entries), "git_sha": git_sha(),
             "shard": f"{options.shard[0]}/{options.shard[1]}", "boards": [], "usable_boards": None,
             "planned": [case.key for case in options.cases],
+            "suites": suite_digests(options.cases),
         }
         options.out_dir.mkdir(parents=True, exist_ok=True)
         self.recorder = Recorder(options.results_path, options.junit_path, self.meta, on_record)

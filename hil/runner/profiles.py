@@ -3,20 +3,28 @@
 A runner executes a program only when every delegate's backend and every kernel outside the
 delegates is linked into it; otherwise `load_method` fails and the runner aborts (134).
 
-- `upstream`: `enn_backend` and `portable_ops_lib` (+ the runtime's prim ops), as ExecuTorch's
-  `backends/samsung/build.sh --build android` builds it (`backends/samsung/CMakeLists.txt`);
+- `upstream`: `enn_backend` and `portable_ops_lib` (+ the runtime's prim ops), as ExecuTorch
+  1.5.1's `backends/samsung/build.sh --build android` builds it (`backends/samsung/
+  CMakeLists.txt`);
 - `hil`: the same + `xnnpack_backend` + `quantized_ops_lib`, as `scripts/build-enn.sh
   --runner-profile hil` builds it (the image's runner).
 
-So on an `upstream` runner only flow `enn` runs (A8W8 only when every quantize/dequantize
+So on such an `upstream` runner only flow `enn` runs (A8W8 only when every quantize/dequantize
 is inside the ENN delegate) and flow `portable` in fp32; `hil` also runs the host flows
 `xnnpack` and `portable` at both precisions: a CPU reference on the board beside the NPU.
+
+Those are the profiles' contents when nothing says otherwise. A runner built by
+`scripts/build-enn.sh` carries what its link line linked in its sidecar (`backends`,
+`kernel_libraries`): its profile has those contents, whatever its name (newer ExecuTorch links
+`quantized_ops_lib` into upstream's own runner, `examples/samsung/CMakeLists.txt`).
 
 How hil learns a board's profile, first match wins: `--runner-profile NAME`; the inventory
 entry's `runner_profile`; a virtual board's own (`getprop ro.hil.runner_profile`, set by
 `hil virtual-board --runner-profile`); the sidecar `enn_executor_runner.profile.json` that
 `scripts/build-enn.sh` writes beside the binary (trusted only when its sha256 matches the
-binary); otherwise `upstream` (an unknown runner is assumed to be upstream's).
+binary); otherwise `upstream` (an unknown runner is assumed to be upstream's). A profile named
+by `--runner-profile` or the inventory takes the sidecar's contents when the sidecar describes
+the `--runner` binary and names the same profile.
 """
 
 from __future__ import annotations
@@ -95,6 +103,8 @@ PROFILES = {
         frozenset({ENN_BACKEND, XNNPACK_BACKEND}), ("portable", "quantized"),
     ),
 }
+BACKEND_NAMES = {ENN_BACKEND: "ENN", XNNPACK_BACKEND: "XNNPACK"}
+"""Delegate backend id → how a profile's description names it."""
 VIRTUAL_BACKENDS = frozenset({XNNPACK_BACKEND})
 """Backends a virtual board can execute: no NPU, so ENN programs load on none."""
 
@@ -198,9 +208,24 @@ def sidecar_path(runner: Path) -> Path:
     return runner.with_name(runner.name + SIDECAR_SUFFIX)
 
 
+def as_built(profile: RunnerProfile, sidecar: dict[str, object], source: str) -> RunnerProfile:
+    """`profile` with what the runner's build linked, when its sidecar lists it (`backends`,
+    `kernel_libraries`, read by build-enn.sh from the runner's link line); as it is otherwise."""
+    backends, kernels = sidecar.get("backends"), sidecar.get("kernel_libraries")
+    if not isinstance(backends, list) or not isinstance(kernels, list):
+        return profile
+    linked = frozenset(str(b) for b in backends)
+    libraries = tuple(str(k) for k in kernels if k in KERNEL_LIBRARIES)
+    if linked == profile.backends and libraries == profile.kernel_libraries:
+        return profile
+    names = " + ".join(BACKEND_NAMES.get(b, b) for b in sorted(linked, key=lambda b: b != ENN_BACKEND))
+    kernel_text = " and ".join(libraries) + " kernels" if libraries else "no kernel library"
+    return RunnerProfile(profile.name, f"{names} + {kernel_text} (as built: {source})", linked, libraries)
+
+
 def sidecar_profile(runner: Path) -> tuple[RunnerProfile | None, str]:
-    """The profile the runner's sidecar states, and a note; (None, why) when there is no
-    sidecar or it does not describe this very binary."""
+    """The profile the runner's sidecar states (with what the build linked: `as_built`), and a
+    note; (None, why) when there is no sidecar or it does not describe this very binary."""
     path = sidecar_path(runner)
     if not path.is_file():
         return None, f"no {path.name}"
@@ -214,7 +239,25 @@ def sidecar_profile(runner: Path) -> tuple[RunnerProfile | None, str]:
         return None, f"{path.name} describes another binary (sha256 {str(digest)[:12]}, runner {actual[:12]})"
     if name not in PROFILES:
         return None, f"{path.name} names an unknown profile {name!r}"
-    return PROFILES[name], f"sidecar {path.name}"
+    return as_built(PROFILES[name], data, path.name), f"sidecar {path.name}"
+
+
+def runner_identity(runner: Path) -> dict[str, str | None]:
+    """results.json `run.boards[].runner`: the runner file a board runs, by its `file` name and
+    `sha256`, with the `commit` it was built from, its `profile` and `built_by` as its sidecar
+    states them (None where there is no sidecar, or it describes another binary)."""
+    digest = hashlib.sha256(runner.read_bytes()).hexdigest()
+    record: dict[str, str | None] = {"file": runner.name, "sha256": digest, "commit": None,
+                                     "profile": None, "built_by": None}
+    try:
+        data = json.loads(sidecar_path(runner).read_text())
+    except (OSError, ValueError):
+        return record
+    if isinstance(data, dict) and data.get("sha256") == digest:
+        for key in ("commit", "profile", "built_by"):
+            value = data.get(key)
+            record[key] = value if isinstance(value, str) and value else None
+    return record
 
 
 def choose_profile(
@@ -224,19 +267,23 @@ def choose_profile(
     runner: Path | None,
 ) -> ProfileChoice:
     """A board's profile, first match wins: `--runner-profile`, the inventory entry, the
-    virtual board's own, the runner's sidecar, else `upstream`."""
+    virtual board's own, the runner's sidecar, else `upstream`. A named profile has the
+    contents the runner was built with when its sidecar names the same profile."""
+    built, note = sidecar_profile(runner) if runner is not None else (None, "no --runner")
+
+    def named(name: str, where: str) -> RunnerProfile:
+        profile = profile_named(name, where)
+        return built if built is not None and built.name == profile.name else profile
+
     if declared:
-        return ProfileChoice(profile_named(declared), "--runner-profile")
+        return ProfileChoice(named(declared, "--runner-profile"), "--runner-profile")
     if inventory:
-        return ProfileChoice(profile_named(inventory, "inventory: runner_profile"), "inventory")
+        return ProfileChoice(named(inventory, "inventory: runner_profile"), "inventory")
     if virtual_board:
         if virtual_board in PROFILES:
             return ProfileChoice(PROFILES[virtual_board], "virtual board")
-    note = "no --runner"
-    if runner is not None:
-        found, note = sidecar_profile(runner)
-        if found is not None:
-            return ProfileChoice(found, note)
+    if built is not None:
+        return ProfileChoice(built, note)
     return ProfileChoice(PROFILES["upstream"], f"unknown runner ({note}): treated as upstream")
 
 

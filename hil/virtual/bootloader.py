@@ -24,10 +24,11 @@ import logging
 import socket
 from typing import Protocol
 
+from hil.errors import UsageError
 from hil.virtual.device import CHIPSETS, Device
 from hil.virtual.fastboot import FastbootServer
-from hil.virtual.faults import Fault, FaultPlan
-from hil.virtual.images import FlashStore, product
+from hil.virtual.faults import Fault, FaultPlan, parse_fault
+from hil.virtual.images import FlashStore, firmware_faults, product
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class BootloaderMode:
         self.store = FlashStore(board.device.root)
         self.server: FastbootServer | None = None
         self._reservation: socket.socket | None = None
+        self._firmware_faults: list[Fault] = []
+        """The faults the flashed `system` image armed at the last boot (`images.py`)."""
 
     @property
     def endpoint(self) -> str:
@@ -111,8 +114,9 @@ class BootloaderMode:
             log.warning("fastboot port %d: %s (taken while the board was away?)", self.port, exc)
 
     async def boot_android(self) -> None:
-        """What a boot into Android reads from the partitions: the build and the vendor lib.
-        The images are hashed in a worker thread: large ones would stall the board's loop."""
+        """What a boot into Android reads from the partitions: the build, the vendor lib and
+        the test rig's firmware faults. The images are hashed in a worker thread: large ones
+        would stall the board's loop."""
         device = self.board.device
         props = await asyncio.to_thread(
             self.store.build, device.properties["ro.product.name"],
@@ -121,7 +125,29 @@ class BootloaderMode:
         for key, value in props.items():
             device.set_property(key, value)
         log.info("build %s", props["ro.build.fingerprint"])
+        self._arm_firmware_faults(firmware_faults(await asyncio.to_thread(self.store.system_head)))
         self.apply_vendor()
+
+    def _arm_firmware_faults(self, specs: list[str]) -> None:
+        """Disarm the faults the previous boot's `system` image armed; arm this one's (a
+        SPEC the board cannot parse is logged and left out, as an unknown property is)."""
+        for fault in self._firmware_faults:
+            self.board.faults.remove(fault)
+        self._firmware_faults = []
+        for spec in specs:
+            try:
+                fault = parse_fault(spec)
+            except UsageError as exc:
+                log.warning("system image: %s: ignored", exc)
+                continue
+            if fault.on == "now":
+                log.warning("system image: fault %r: on=now is not a build's: ignored", spec)
+                continue
+            self.board.faults.add(fault)
+            self._firmware_faults.append(fault)
+            self.board.device.log(f"firmware fault armed: {spec} (test rig)", level="W")
+        if specs:
+            log.info("firmware faults armed: %s", ", ".join(specs))
 
     def apply_vendor(self) -> None:
         """ENN's library is on the board unless the vendor partition is broken (or the board

@@ -49,6 +49,7 @@ from hil.errors import InfraError, UsageError
 from hil.report.results import atomic_write_text
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERTY, profile_named
 from hil.virtual.device_programs import stub_programs
+from hil.virtual.exec_guard import ExecGuard, executable_verdict
 from hil.virtual.protocol import DEVICE_MAXDATA
 from hil.virtual.sandboxes import INIT_COMMAND, PidNamespace, Sandboxes
 
@@ -70,7 +71,7 @@ PROPERTIES_DEVICE_DIR = "/dev/__properties__"
 VENDOR_LIB_PATH = "/vendor/lib64/libenn_public_api_cpp.so"
 RUNNER_FILE_NAME = "enn_executor_runner"
 RUNNER_FRONT = Path(__file__).with_name("runner_front.py")
-"""What every file pushed as `enn_executor_runner` becomes (`Device.runner_uploaded`)."""
+"""What an aarch64 `enn_executor_runner` becomes when executed (`Device.stand_in_runner`)."""
 
 THERMAL_ZONES = (("BIG", 38.0), ("MID", 37.0), ("LITTLE", 36.0), ("G3D", 35.5), ("NPU", 36.5))
 """The virtual board's thermal zones (type, idle °C), `thermal_zone0` first."""
@@ -145,6 +146,8 @@ class Device:
         if bwrap is None:
             raise InfraError("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
         self._bwrap = bwrap
+        self._exec_guard = ExecGuard(self._data_file, self._on_exec)
+        """What the board's shells execute is looked at first (exec_guard.py)."""
         self._pids = PidNamespace(self._init_argv, lifeline.child_env())
         platform = soc_model(chipset).lower()
         self.properties: dict[str, str] = {
@@ -322,22 +325,46 @@ class Device:
             raise OSError(errno.EACCES, f"{device_path}: escapes the device root")
         return host
 
-    def runner_uploaded(self, device_path: str, host_path: Path) -> None:
-        """A file pushed as `enn_executor_runner` (anywhere: upstream's tests push theirs into
-        `/data/local/tmp/enn-executorch-test`) becomes this board's runner front, whatever its
-        bytes: the uploaded binary is built for Android and cannot run here, and the sandbox's
-        shell has no hook between `./enn_executor_runner` and the kernel's exec (an aarch64 ELF
-        fails with ENOEXEC, exit 126). The front runs the program in the warm executor under
-        this board's runner profile, as the board's own runner does; the file keeps its mode,
-        so `chmod +x` and `rm -rf` behave as upstream expects. The swap is logged."""
-        if posixpath.basename(device_path) != RUNNER_FILE_NAME:
-            return
+    def _data_file(self, device_path: str) -> Path | None:
+        """The host path of a device path under `/data` (where every file a user put on the
+        board is), None for any other. Only `/data` is writable, so no path outside it (the
+        board's own programs) can lead into it: those are answered without a look."""
+        if not posixpath.normpath(device_path).startswith("/data/"):
+            return None
+        try:
+            host = self.resolve(device_path)
+        except OSError:
+            return None
+        return host if host.is_relative_to(self.fs / "data") else None
+
+    def _on_exec(self, device_path: str, host_path: Path) -> int:
+        """What the board does when a shell executes the file at `device_path` on `/data`
+        (exec_guard.py's table): 0 to let the exec go on, else the errno it fails with."""
+        kind = executable_verdict(host_path, RUNNER_FILE_NAME)
+        if kind == "runner":
+            self.stand_in_runner(device_path, host_path)
+        elif kind == "android":
+            self.log(f"{device_path}: an aarch64 program a virtual board cannot execute (it imitates "
+                     f"{RUNNER_FILE_NAME} only): Exec format error", level="W")
+            return errno.ENOEXEC
+        elif kind == "foreign":
+            self.log(f"{device_path}: not an aarch64 program: Exec format error", level="W")
+            return errno.ENOEXEC
+        return 0
+
+    def stand_in_runner(self, device_path: str, host_path: Path) -> None:
+        """An aarch64 ELF named `enn_executor_runner`, executed on the board (however it got
+        there: pushed, unpacked by the board's `tar`, copied), becomes this board's runner
+        front: the binary is built for Android and cannot run here. The front runs the program
+        in the warm executor under this board's runner profile, as the board's own runner
+        does; the file keeps its mode (replaced whole, so a concurrent exec sees one or the
+        other). The swap is logged."""
         data = host_path.read_bytes()
-        front = RUNNER_FRONT.read_bytes()
-        if data == front:
-            return
-        host_path.write_bytes(front)
-        self.log(f"{device_path}: uploaded runner ({len(data)} bytes, sha256 "
+        replacement = host_path.with_name(f".{host_path.name}.hil-front")
+        replacement.write_bytes(RUNNER_FRONT.read_bytes())
+        os.chmod(replacement, stat.S_IMODE(host_path.stat().st_mode))
+        os.replace(replacement, host_path)
+        self.log(f"{device_path}: executed runner ({len(data)} bytes, sha256 "
                  f"{hashlib.sha256(data).hexdigest()[:12]}) stands as the virtual runner "
                  f"(profile {self.runner_profile.name}): a virtual board cannot execute it")
 
@@ -370,6 +397,7 @@ class Device:
             "--ro-bind-try", str(self._props_path.parent), PROPERTIES_DEVICE_DIR,
             "--bind-try", str(self.executor_socket), EXECUTOR_SOCKET_DEVICE_PATH,
             "--cap-drop", "ALL",
+            "--new-session",  # the shell leads a session, as adbd's setsid() makes it
             "--die-with-parent",
             "--chdir", "/",
             "--clearenv",
@@ -402,16 +430,24 @@ class Device:
         namespaces, fds = self._pids.join()
         process = await asyncio.create_subprocess_exec(
             *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}, namespaces),
-            pass_fds=fds,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
             env=tied,  # its own session, but it dies with the board all the same
             start_new_session=True,
             limit=DEVICE_MAXDATA,
+            preexec_fn=self._exec_guard.preexec,  # system calls only: safe beside the board's threads
+            pass_fds=(*fds, self._exec_guard.pass_fd),  # the pid namespace's, the guard's
         )
         self._sandboxes.add(process)
         return process
+
+    def end_processes(self) -> int:
+        """SIGKILL every process the board's shells started, those whose shell is gone
+        included (a board going down ends them all): everything carrying the board's own
+        lifeline token. The number of signals sent."""
+        own = lifeline.child_env({})[lifeline.TOKEN_ENV]  # this process's token alone
+        return lifeline.end_tied(own)
 
     def _init_argv(self, info_fd: int) -> list[str]:
         """The first process of the board's pid namespace: a sandbox like a shell's, with

@@ -16,7 +16,9 @@ import dataclasses
 import importlib
 import json
 import logging
+import math
 import os
+import random
 import socket
 import socketserver
 import struct
@@ -40,6 +42,7 @@ from hil.virtual.runner import (
     RunnerResult,
     execute_request,
 )
+from hil.virtual.runner_build import build_faults
 
 if TYPE_CHECKING:
     from hil.virtual.faults import Fault
@@ -111,6 +114,10 @@ class WarmExecutor:
         self.offhost = OffHost(device_time) if device_time else None
         self._programs = ProgramCache(by_content=self.offhost is not None)
         self._server: socketserver.ThreadingUnixStreamServer | None = None
+        self._generators: dict[tuple[str, int], random.Random] = {}
+        """The seeded draws of `jitter` and of `miscompute` with `p`, one generator per kind
+        and seed for the board's life (across reboots: the executor lives with the board)."""
+        self._draws = threading.Lock()
 
     def _vendor_lib_present(self) -> bool:
         """The board's filesystem still has ENN's library (a vendor partition can lose it);
@@ -203,22 +210,30 @@ class WarmExecutor:
                 raise ValueError("argv is not a list of strings")
             if not isinstance(cwd, str):
                 raise ValueError("cwd is not a string")
+            build = request.get("build") or []
+            if not (isinstance(build, list) and all(isinstance(b, str) for b in build)):
+                raise ValueError("build is not a list of strings")
         except (OSError, ValueError, KeyError, TypeError) as error:
             log.warning("virtual executor: bad request: %s", error)
             return
         conn.settimeout(None)
         log.debug("runner pid %s in %s: %s", pid, cwd, argv)
         faults = self.hooks.runner_started(pid, cwd) if self.hooks is not None else []
+        faults += build_faults(build)  # the runner build's own (runner_build.py)
+        faults = [f for f in faults if f.kind != "miscompute" or self._fires(f)]
         kinds = {fault.kind: fault for fault in faults}
         if kinds.keys() & _STALLING_FAULTS:
             _wait_for_hangup(conn)
             return
+        slows = [f for f in faults if f.kind == "slow"]
         runner_faults = RunnerFaults(
             crash_signal=kinds["crash"].signal if "crash" in kinds else None,
             outputs_unwritable="storage-full" in kinds,
             miscompute=tuple((f.op, f.rel) for f in faults if f.kind == "miscompute"),
             noise=(kinds["noise"].rel, kinds["noise"].seed) if "noise" in kinds else None,
-            slow_s=kinds["slow"].delay if "slow" in kinds else 0.0,
+            slow_s=sum(f.delay for f in slows),
+            slow_factor=math.prod(f.factor for f in slows),
+            jitter=self._jitter(kinds["jitter"]) if "jitter" in kinds else None,
         )
         gone: list[OSError] = []
 
@@ -249,6 +264,28 @@ class WarmExecutor:
             log.info("runner pid %s went away before its result (%s)", pid, error)
             return
         log.debug("runner pid %s: status %d", pid, result.shell_status)
+
+
+    def _generator(self, kind: str, seed: int) -> random.Random:
+        """The board's generator of `kind` seeded with `seed` (made at its first use)."""
+        return self._generators.setdefault((kind, seed), random.Random(f"{kind}:{seed}"))
+
+    def _fires(self, fault: Fault) -> bool:
+        """Whether a `miscompute` fault with a share `p` fires on this exec (seeded draw)."""
+        if fault.p >= 1.0:
+            return True
+        with self._draws:
+            return self._generator(fault.kind, fault.seed).random() < fault.p
+
+    def _jitter(self, fault: Fault) -> Callable[[], float]:
+        """The draw of one inference's extra time, relative to its own (`jitter`)."""
+        generator = self._generator(fault.kind, fault.seed)
+
+        def draw() -> float:
+            with self._draws:
+                return fault.rel * abs(generator.gauss(0.0, 1.0))
+
+        return draw
 
 
 def _reset_peak_rss() -> None:

@@ -20,8 +20,9 @@ Kinds:
 | `readonly-data` | shells see `/data` read-only (an ext4 error remount); pushes still land (state) | |
 | `wrong-chipset` | getprop reports the other chipset (state: until cleared) | |
 | `auth-refused` | the board never accepts the host's adb key (state) | |
-| `miscompute` | a program executing op `op` (any, without `op`) returns outputs + `rel` x RMS | `op`, `rel` |
+| `miscompute` | a program executing op `op` (any, without `op`): outputs + `rel` x RMS | `op`, `rel`, `p` |
 | `slow` | every adb message the board sends (`on=exec`: every inference) is delayed (state) | `delay`, `on` |
+| `jitter` | every inference takes longer by a seeded random share of its time (state) | `rel`, `seed` |
 | `hot` | thermal zones at `temp` °C, clocks at their minimum, for `seconds` (state) | `temp`, `seconds` |
 | `old-adbd` | adbd as before Android 7: no `shell_v2` feature, `shell,v2:` refused (state) | |
 | `flash-fail` | fastboot's `flash:P` answers FAIL for the partitions `partition` matches | `partition` |
@@ -35,8 +36,16 @@ Kinds:
 | `endless-line` | a hostile UART: a runner exec starts a `bytes`-long line with no newline | `bytes` |
 
 `old-adbd` must hold before the host connects: the feature list goes out at CNXN.
-`slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; `hot`
+`slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; with
+`on=exec`, `factor=F` makes every inference F times as long as it was instead (a relative
+slowdown: `factor=1.2` is 20 % slower, whatever the program's own time; `delay` then defaults
+to 0); `hot`
 defaults to `temp=80,seconds=30` (`seconds=0`: hot until cleared).
+`jitter` (`rel` default 0.05, `seed` default 0) adds to every inference `rel` x |z| x its
+time, z drawn from a normal distribution by a generator seeded with `seed` once per board
+(the draws go on across reboots): a half-normal noise whose interquartile range is about
+0.83 x `rel` of the time, so a latency measurement meets noise even in the off-host mode,
+where every execution otherwise takes exactly its modelled time (`offhost.py`).
 Event faults fire on matching events: `push` (a sync SEND), `exec` (a runner exec), `pull`
 (a sync RECV), `download` and `flash` (fastboot commands, `fastboot.py`); `on=now` (control
 FIFO) applies a drop, freeze, reboot or panic at once.
@@ -57,7 +66,15 @@ partition is flashed (or at `fault clear`): the library is back then. These five
 executes are read from the program itself (`program_ops.py`: its kernels and its XNNPACK
 delegates' nodes), so prefixes of a model before the op's first use come out clean and those
 after it do not. `rel` is the added error's RMS relative to each output's (default 0.5:
-SQNR 6 dB); it fires on every runner exec (`times` 0) unless told otherwise.
+SQNR 6 dB); it fires on every runner exec (`times` 0) unless told otherwise; `p=P` (default 1)
+makes it fire on a share P of the execs, drawn by a generator seeded with `seed` once per
+board: a case that fails at random.
+
+Builds of the test rig carry faults too (the rig's way to make two builds differ, not a real
+firmware's or runner's): a firmware's `system` image may hold `hil.virtual.fault=SPEC` lines
+(`images.py`), armed at every boot into Android until the next; a virtual runner stand-in
+may carry `# hil-virtual-runner-build: SPEC` lines (`runner_build.py`), applied to every exec
+of that runner.
 """
 
 from __future__ import annotations
@@ -78,7 +95,7 @@ BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise",
                 "flood", "endless-line")
 """Faults of the runner: on runner execs only."""
-STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "readonly-data", "hot", "old-adbd",
+STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "jitter", "readonly-data", "hot", "old-adbd",
                "no-bootloader", "wrong-product", "broken-vendor", "forge-command", "list-escape")
 """Faults that hold until cleared rather than fire on an event."""
 PROVISIONING_KINDS = ("flash-fail", "download-hang", "no-bootloader", "wrong-product",
@@ -108,11 +125,12 @@ _KEYS = {
     "truncate-output": {"after", "times"},
     "missing-output": {"after", "times"},
     "noise": {"rel", "seed", "after", "times"},
-    "miscompute": {"op", "rel", "after", "times"},
+    "miscompute": {"op", "rel", "p", "seed", "after", "times"},
     "storage-full": {"on", "path", "after", "times"},
     "wrong-chipset": set(),
     "auth-refused": set(),
-    "slow": {"delay", "on"},
+    "slow": {"delay", "on", "factor"},
+    "jitter": {"rel", "seed"},
     "readonly-data": set(),
     "hot": {"temp", "seconds"},
     "old-adbd": set(),
@@ -161,17 +179,20 @@ class Fault:
     `hardswish`, `add`, `convolution`...); empty: every program."""
     rel: float = 0.5
     """`miscompute`: the added error's RMS relative to each output's RMS; `noise`: the
-    noise's standard deviation as a multiple of each output's."""
-    """`slow`: seconds added before every adb message the board sends (`on=exec`: to
-    every timed inference instead)."""
+    noise's standard deviation as a multiple of each output's; `jitter`: the scale of the
+    half-normal extra time, relative to each inference's own."""
     seed: int = 0
-    """`noise`: seed of the noise generator."""
+    """`noise`, `jitter`, `miscompute` with `p`: seed of the generator."""
     temp: float = 80.0
     """`hot`: the temperature of every thermal zone (°C)."""
     seconds: float = 30.0
     """`hot`: how long the board stays hot once the fault is set; 0: until cleared."""
     product: str = ""
     """`wrong-product`: what `getvar product` answers (empty: the other chipset's)."""
+    factor: float = 1.0
+    """`slow,on=exec`: every inference takes this many times its own time."""
+    p: float = 1.0
+    """`miscompute`: the share of runner execs it fires on (seeded by `seed`)."""
     size: int = 1 << 30
     """`flood`, `endless-line` (given as `bytes=`): how much the hostile board writes."""
 
@@ -242,6 +263,7 @@ def parse_fault(spec: str) -> Fault:
         except ValueError as exc:
             raise UsageError(f"--fault {spec!r}: bytes={values['bytes']!r}: {exc}") from None
     fields.update(_latency_fault_fields(spec, kind, values))
+    fields.update(_rig_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]
 
 
@@ -314,6 +336,34 @@ def _latency_fault_fields(spec: str, kind: str, values: dict[str, str]) -> dict[
             if not low <= number <= high:
                 raise UsageError(f"--fault {spec!r}: {key}={values[key]!r}: a number in [{low:g}, {high:g}]")
             fields[key] = number
+    return fields
+
+
+def _number(spec: str, key: str, text: str, low: float, high: float) -> float:
+    """`text` as a number in [low, high]; UsageError naming the spec and key otherwise."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = float("nan")
+    if not low <= number <= high:
+        raise UsageError(f"--fault {spec!r}: {key}={text!r}: a number in [{low:g}, {high:g}]")
+    return number
+
+
+def _rig_fields(spec: str, kind: str, values: dict[str, str]) -> dict[str, object]:
+    """`slow`'s `factor` (with `on=exec` only), `jitter`'s `rel` and `miscompute`'s `p`: what
+    the test rig's builds set (module docstring)."""
+    fields: dict[str, object] = {}
+    if "factor" in values:
+        if values.get("on") != "exec":
+            raise UsageError(f"--fault {spec!r}: factor= slows inferences: only with on=exec")
+        fields["factor"] = _number(spec, "factor", values["factor"], 1.0, 100.0)
+        if "delay" not in values:
+            fields["delay"] = 0.0  # a relative slowdown alone, no fixed delay
+    if kind == "jitter":
+        fields["rel"] = _number(spec, "rel", values.get("rel", "0.05"), 0.0, 10.0)
+    if "p" in values:
+        fields["p"] = _number(spec, "p", values["p"], 0.0, 1.0)
     return fields
 
 

@@ -16,6 +16,11 @@ its build from them (`build_properties`), the way a real board's `ro.build.*` co
    `BRAND/NAME/DEVICE:RELEASE/ID/INCREMENTAL:TYPE/TAGS` (`fingerprint`), e.g.
    `samsung/hil_virtual/hil_virtual:15/HIL.e3b0c442/e3b0c44298fc:user/release-keys`.
 
+The test rig's firmware builds (not a real firmware's way): lines `hil.virtual.fault=SPEC` in
+the same head of the `system` image each name a fault (`faults.py`) the board arms at every
+boot into Android, until the next boot (`firmware_faults`): a build "that computes op X
+wrong" is a `system` image holding `hil.virtual.fault=miscompute,op=X`.
+
 `fastboot getvar product` answers `product(chipset)`: the SoC's platform name (`s5e9955`
 for E9955), the board's `ro.hardware` / `ro.board.platform` too.
 
@@ -54,6 +59,7 @@ BUILD_RELEASE = "15"
 BUILD_TYPE = "user"
 BUILD_TAGS = "release-keys"
 _BUILD_LINE = re.compile(rb"^(ro\.build\.[A-Za-z0-9_.\-]+)=([ -~]*)$", re.MULTILINE)
+_FAULT_LINE = re.compile(rb"^hil\.virtual\.fault=([ -~]+)$", re.MULTILINE)
 
 SPARSE_MAGIC = 0xED26FF3A
 _SPARSE_HEADER = struct.Struct("<IHHHHIIII")
@@ -100,6 +106,11 @@ def _properties(digests: Mapping[str, str], system_head: bytes, name: str, devic
             f"{props['ro.build.version.incremental']}:{props['ro.build.type']}/{props['ro.build.tags']}"
         )
     return props
+
+
+def firmware_faults(system_head: bytes) -> list[str]:
+    """The fault SPECs of the `hil.virtual.fault=` lines of a `system` image's head."""
+    return [spec.decode().strip() for spec in _FAULT_LINE.findall(system_head[:BUILD_PROP_BYTES])]
 
 
 def unsparse(data: bytes, previous: bytes = b"", limit: int | None = None) -> bytes:
@@ -204,8 +215,11 @@ class FlashStore:
             if self.path(partition).is_file():
                 with self.path(partition).open("rb") as image:
                     digests[partition] = hashlib.file_digest(image, "sha256").hexdigest()
-        system_head = b""
-        if "system" in digests:
-            with self.path("system").open("rb") as image:
-                system_head = image.read(BUILD_PROP_BYTES)
-        return _properties(digests, system_head, name, device, brand)
+        return _properties(digests, self.system_head(), name, device, brand)
+
+    def system_head(self) -> bytes:
+        """The first BUILD_PROP_BYTES of the flashed `system` image (none: empty)."""
+        if not self.path("system").is_file():
+            return b""
+        with self.path("system").open("rb") as image:
+            return image.read(BUILD_PROP_BYTES)

@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--image", action="append", default=[], metavar="PARTITION=FILE",
         help="an image on the board's PARTITION when it starts, as if flashed before (its "
-        "build follows: README, the virtual board's bootloader); repeatable",
+        "build follows: docs/explanation/virtual-board.md, 'Its bootloader'); repeatable",
     )
     parser.add_argument(
         "--chipset", default="E9955",

@@ -17,7 +17,9 @@ exit code and the same files written. What differs, and why:
   again: its outputs are replayed and each execution's device time is slept.
 - A `miscompute` fault perturbs the outputs of a program that executes its op (the op names
   are read from the program: `program_ops.py`) before they are written; a `noise` fault adds
-  seeded Gaussian noise to them (`noise.py`), as a wrong kernel leaves them.
+  seeded Gaussian noise to them (`noise.py`), as a wrong kernel leaves them. A `slow,on=exec`
+  fault lengthens every inference (by `delay`, and by `factor` times its own time), a
+  `jitter` fault by a seeded random share of it.
 
 Device paths are relative to the device cwd and map to `fs_root/<path>`; a path whose host
 location (symlinks resolved) leaves `fs_root` is a missing file.
@@ -94,6 +96,10 @@ class RunnerFaults:
     standard deviation on the outputs (`noise.py`)."""
     slow_s: float = 0.0
     """Added to every timed or untimed inference (a `slow,on=exec` fault): a slower program."""
+    slow_factor: float = 1.0
+    """Every inference takes this many times its own time (`slow,on=exec,factor=F`)."""
+    jitter: Callable[[], float] | None = None
+    """Draws the extra time of one inference, relative to its own (a `jitter` fault)."""
 
 
 class _RunnerExit(Exception):
@@ -395,8 +401,10 @@ def _run(
             executions_ms.append(_ms(time.perf_counter() - start))
             if offhost is not None:  # a fixed device time holds for a real execution too
                 time.sleep(max(0.0, offhost.fixed_ms() - executions_ms[-1]) / 1000)
-        if faults.slow_s:
-            time.sleep(faults.slow_s)
+        own = time.perf_counter() - start
+        extra = own * (faults.slow_factor - 1.0) + (own * faults.jitter() if faults.jitter else 0.0)
+        if faults.slow_s or extra > 0:
+            time.sleep(faults.slow_s + extra)
         return _ms(time.perf_counter() - start)
 
     # 9. warm-ups (their status is overwritten by the next run)

@@ -15,8 +15,10 @@ loaded or cheap (``_socket``, ``_signal``): ``json``, ``socket`` and ``signal`` 
 Wire protocol (unix stream socket, one request per connection, integers big-endian):
 
 - request: a u32 length, then that many bytes of UTF-8 JSON
-  ``{"argv": [...without argv[0]], "cwd": str, "pid": int}`` (non-ASCII characters are
-  ``\\u`` escaped, so undecodable argv bytes travel as surrogate escapes);
+  ``{"argv": [...without argv[0]], "cwd": str, "pid": int, "build": [str, ...]}`` (non-ASCII
+  characters are ``\\u`` escaped, so undecodable argv bytes travel as surrogate escapes);
+  ``build`` holds the fault SPECs of this file's own ``# hil-virtual-runner-build: SPEC``
+  lines (a test rig's runner build, ``runner_build.py``), read from the file when it runs;
 - response: frames of ``kind: u8``, ``length: u32``, then that many bytes: kind 1 is stdout,
   kind 2 stderr, in the order the runner wrote them; kind 0 ends the response with 16 bytes
   ``exit_code: i32`` (-1 when killed by a signal), ``signal: i32`` (0 when it exited),
@@ -41,6 +43,9 @@ import sys
 SOCKET_PATH = "/dev/socket/hil-enn-executor"
 FRAME_HEADER_BYTES = 5
 END_BYTES = 16
+BUILD_MARKER = b"# hil-virtual-runner-build: "
+"""A line of a runner stand-in naming one fault SPEC of its build (runner_build.py, which
+cannot be imported here: this front imports nothing of hil)."""
 
 
 def json_string(text: str) -> str:
@@ -61,11 +66,25 @@ def json_string(text: str) -> str:
     return "".join(out)
 
 
-def encode_request(argv: list[str], cwd: str, pid: int) -> bytes:
+def encode_request(argv: list[str], cwd: str, pid: int, build: tuple[str, ...] = ()) -> bytes:
     """The length-prefixed JSON request."""
     args = ", ".join(json_string(arg) for arg in argv)
-    body = f'{{"argv": [{args}], "cwd": {json_string(cwd)}, "pid": {pid:d}}}'
+    settings = ", ".join(json_string(spec) for spec in build)
+    body = (f'{{"argv": [{args}], "cwd": {json_string(cwd)}, "pid": {pid:d}, '
+            f'"build": [{settings}]}}')
     return len(body).to_bytes(4, "big") + body.encode("ascii")
+
+
+def build_settings(path: str) -> tuple[str, ...]:
+    """The fault SPECs of the `BUILD_MARKER` lines of the runner file at `path` (none when it
+    cannot be read: hil's own front carries none)."""
+    try:
+        with open(path, "rb") as runner:
+            data = runner.read()
+    except OSError:
+        return ()
+    return tuple(line[len(BUILD_MARKER):].strip().decode("ascii", "replace")
+                 for line in data.split(b"\n") if line.startswith(BUILD_MARKER))
 
 
 def _recv_exact(conn: _socket.socket, size: int) -> bytes:
@@ -94,7 +113,7 @@ def main() -> None:
         _signal.signal(sig, _signal.SIG_DFL)
     path = os.environ.get("HIL_EXECUTOR_SOCKET", SOCKET_PATH)
     cwd = os.environ.get("HIL_DEVICE_CWD") or os.getcwd()
-    request = encode_request(sys.argv[1:], cwd, os.getpid())
+    request = encode_request(sys.argv[1:], cwd, os.getpid(), build_settings(__file__))
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     streams = {1: sys.stdout.buffer, 2: sys.stderr.buffer}
     try:

@@ -78,6 +78,12 @@ def _sandboxed_child(bwrap_pid: int) -> int | None:
     return int(children[0]) if children else None
 
 
+def shell_pid(bwrap_pid: int) -> int | None:
+    """The shell a sandbox runs (what adbd's forked child is on a board), or None once it has
+    ended."""
+    return _sandboxed_child(bwrap_pid)
+
+
 INIT_COMMAND = "exec sleep infinity"
 """What the first process of a board's pid namespace runs (in the board's sandbox)."""
 

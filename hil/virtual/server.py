@@ -120,13 +120,14 @@ class VirtualBoard:
         log.info("%s", self.authority.describe())
 
     async def stop(self) -> None:
-        """Stop listening, drop every transport (killing running commands), stop the
-        executor."""
+        """Stop listening, drop every transport, end every process the board's shells
+        started, stop the executor."""
         for task in (self._reboot_task, self._boot_task):
             if task is not None:
                 task.cancel()
         await self._drop_transports()
         self.device.close()  # the board's pid namespace: whatever still runs in it ends
+        await asyncio.to_thread(self.device.end_processes)
         await self.bootloader.leave()
         self.bootloader.release()
         if self._control_fd is not None:
@@ -259,9 +260,9 @@ class VirtualBoard:
         self.device.log(f"enn_executor_runner pid {pid}: start in {cwd}", tag="enn")
         if self.console is not None:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
-        slow = self.faults.state("slow", on="exec")
+        states = [self.faults.state("slow", on="exec"), self.faults.state("jitter")]
         try:
-            fired = self.fire_threadsafe("exec") + ([slow] if slow is not None else [])
+            fired = self.fire_threadsafe("exec") + [state for state in states if state is not None]
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []
@@ -370,6 +371,7 @@ class VirtualBoard:
             self._boot_task.cancel()
         self.device.set_property("sys.boot_completed", "0")
         await self._drop_transports()
+        await asyncio.to_thread(self.device.end_processes)  # what outlived its shell ends too
         await self.bootloader.leave()
 
     async def _boot(self, target: str = "") -> None:

@@ -1,8 +1,14 @@
 """Shell services of the virtual board: `shell:`, `shell,v2,...:` and `exec:`.
 
 A command runs in the device sandbox (`device.py`); its output goes to the host as it comes, as
-shell v2 packets (stdout, stderr, exit status) or, for v1 and `exec:`, raw merged output. A
-stream closed by the host (or a dropped transport) kills the command and everything below it.
+shell v2 packets (stdout, stderr, exit status) or, for v1 and `exec:`, raw merged output.
+
+A stream closed by the host (or a dropped transport) is what adbd makes of it (AOSP
+`daemon/shell_service.cpp`, `Subprocess::PassDataStreams`): SIGHUP to the shell's pid and its
+pipes closed, nothing more. A v1 or `exec:` shell runs on a PTY there, whose hang-up signals the
+shell's process group; here the group gets the SIGHUP. What the shell started in a process group
+of its own (toybox `timeout` makes one) lives on, as on a board, until it ends, is killed, or the
+board reboots (`Device.end_processes`).
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ import contextlib
 import os
 import signal
 import struct
-from pathlib import Path
 
 from hil.virtual.device import Device
+from hil.virtual.sandboxes import shell_pid
 from hil.virtual.stream import Stream
 
 SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
@@ -63,29 +69,26 @@ async def serve_shell(
             task.cancel()
         await asyncio.gather(*pumps, feeder, return_exceptions=True)
         if not finished:
-            kill_tree(proc.pid)
-            await proc.wait()
+            hang_up(proc, v2)  # the process is reaped by asyncio's child watcher when it ends
 
 
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a command and every process below it: a dropped shell takes its children
-    with it, including those in process groups of their own (`timeout` makes one)."""
-    found, pending = [], [pid]
-    while pending:
-        parent = pending.pop()
-        for listing in Path(f"/proc/{parent}/task").glob("*/children"):
-            try:
-                children = [int(child) for child in listing.read_text().split()]
-            except OSError:
-                continue
-            found += children
-            pending += children
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    for child in found:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
+def hang_up(proc: asyncio.subprocess.Process, v2: bool) -> None:
+    """What adbd does to a shell whose stream closed: SIGHUP to the shell (`kill(pid_,
+    SIGHUP)`; its process group for a v1 or `exec:` shell, as a PTY's hang-up), then its
+    pipes closed, so that whatever writes to them later gets EPIPE or SIGPIPE (adbd resets
+    SIGPIPE to its default for the shell)."""
+    shell = shell_pid(proc.pid)  # the sandboxed `sh`, a session of its own (bwrap --new-session)
+    if shell is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if v2:
+                os.kill(shell, signal.SIGHUP)
+            else:
+                os.killpg(shell, signal.SIGHUP)
+    transport = proc._transport  # noqa: SLF001 - asyncio keeps the pipes' transports there
+    for fd in (0, 1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
 
 
 async def _pump_out(stream: Stream, reader: asyncio.StreamReader, packet_id: int | None) -> None:

@@ -219,8 +219,6 @@ async def _send(stream: Stream, device: Device, spec: str, storage_full: bool = 
         log.info("push to %s failed: %s", path, error)
         await _fail(stream, error)
         return False
-    if host is not None:
-        device.runner_uploaded(path, host)  # an uploaded runner runs as the board's own
     await stream.write(b"OKAY" + bytes(4))
     return True
 

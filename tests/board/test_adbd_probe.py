@@ -58,6 +58,33 @@ def test_the_hello_is_a_cnxn_an_adbd_before_android_9_accepts(listener: socket.s
     assert data.startswith(b"host::")
 
 
+def test_the_hello_carries_a_real_hosts_banner_on_the_wire(listener: socket.socket) -> None:
+    """A real host's CNXN says `host::features=...` (AOSP `adb.cpp` `get_connection_string`),
+    with no trailing NUL; an adbd reads the host's features from it."""
+    received = bytearray()
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            while len(received) < adbwire.HEADER_SIZE or len(received) < adbwire.HEADER_SIZE + \
+                    adbwire.decode_header(bytes(received[:adbwire.HEADER_SIZE]), 1 << 20)[3]:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    return
+                received.extend(chunk)
+
+    reader = threading.Thread(target=serve)
+    reader.start()
+    adbd_silent(_address(listener), LIMIT_S)
+    reader.join(5)
+    data = bytes(received[adbwire.HEADER_SIZE:])
+    banner, _, features = data.decode("ascii").partition("::")
+    assert banner == "host" and not data.endswith(b"\0")
+    key, _, names = features.partition("=")
+    assert key == "features"
+    assert {"shell_v2", "cmd", "stat_v2", "ls_v2", "fixed_push_mkdir"} <= set(names.split(","))
+
+
 def test_a_board_that_closes_the_connection_is_not_silent(listener: socket.socket) -> None:
     def close_at_once() -> None:
         connection, _ = listener.accept()

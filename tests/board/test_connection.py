@@ -21,6 +21,13 @@ def test_shell_v2_separates_the_streams_and_keeps_the_exit_status(board_device) 
     assert result.stdout == board_device.shell2("echo out; echo err >&2; exit 3", v2=True).stdout
 
 
+def test_shell_v2_closes_the_commands_stdin_as_real_adb_does(board_device) -> None:
+    """A command that reads stdin sees its end at once (close-stdin, shell v2 id 4), as under
+    `adb shell CMD </dev/null`; without it, it waits for input until the idle timeout."""
+    result = shell_v2(board_device, "cat; read line || echo stdin-closed", 20)
+    assert (result.returncode, result.stdout) == (0, "stdin-closed\n")
+
+
 def test_an_unknown_board_is_the_servers_refusal(adb_server) -> None:
     device = adb_server.client.device(serial="127.0.0.1:1")
     with pytest.raises(adbutils.AdbError, match="127.0.0.1:1"):

@@ -4,7 +4,7 @@ iptables changes), and stopped by PID at the end of the session, even after a fa
 
 Also: the offline base image (debootstrap → docker import, once per session), a wheelhouse
 of the image's Python stack served on 127.0.0.1 (built once per machine with `pip wheel`
-from this machine's local wheels and index, reused while the requirements are unchanged),
+from the host's local wheels and index, reused while the requirements are unchanged),
 and the `host` image built from this checkout.
 
 The engine's data root (images, layer cache) is kept between sessions in a machine cache
@@ -43,8 +43,8 @@ from tests.https_lab import LoopbackCA, Request, make_ca, serve
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/debian:bookworm"
 TORCH_SPEC = "torch==2.13.0"
-"""The CPU torch in this machine's wheel cache; PyPI's torchvision does not import beside
-it, so this image has no `models` suite (docs/docker.md)."""
+"""The CPU torch in the host's wheel cache; PyPI's torchvision does not import beside
+it, so this image has no `models` suite (docs/guides/local.md)."""
 BUILDKIT_CLI = "/usr/bin/docker"
 """Debian's docker.io client: the one that drives BuildKit against Debian's daemon."""
 EXTRA_CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -182,7 +182,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory, full_size: bool) -> Iterato
         data_root, cache = Path(os.environ["HIL_DOCKER_DATA_ROOT"]), "given"
     else:
         kept = _cached_data_root(docker_cache_key())
-        if kept is None:  # another session on this machine uses it: not shared
+        if kept is None:  # another session on this host uses it: not shared
             data_root, cache = folder / "data", "fresh"
         else:
             data_root, cache, lock_fd = kept
@@ -301,7 +301,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def extra_ca_certs() -> tuple[Path, ...]:
-    """The extra CAs this machine trusts (its TLS-re-signing proxy)."""
+    """The extra CAs the host trusts (a TLS-re-signing proxy's)."""
     return tuple(sorted(EXTRA_CA_DIR.glob("*.crt"))) if EXTRA_CA_DIR.is_dir() else ()
 
 

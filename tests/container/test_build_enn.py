@@ -1,6 +1,6 @@
 """scripts/build-enn.sh's own checks. The build itself needs the real LITECORE SDK,
-ExecuTorch's source with submodules (GitHub) and NDK r28c, none of which this machine can
-get: it is NOT run here (docs/docker.md lists what stays untested)."""
+ExecuTorch's source with submodules (GitHub) and NDK r28c, none of which the test hosts
+can get: it is NOT run here (docs/explanation/virtual-board.md lists what stays untested)."""
 
 import subprocess
 import sys

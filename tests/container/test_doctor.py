@@ -1,4 +1,4 @@
-"""`hil doctor` on this machine: real probes (executorch metadata, adb, a bwrap sandbox,
+"""`hil doctor` on the test host: real probes (executorch metadata, adb, a bwrap sandbox,
 the docker engine), a FAKE LITECORE tree (tests/container/fake_litecore.py) for the SDK
 check, and fake runner files that are only ELF headers."""
 

@@ -1,5 +1,5 @@
 """The image for real, on a docker engine started by this session (tests/container/
-conftest.py): the `host` target built offline (debootstrap base image, this machine's extra
+conftest.py): the `host` target built offline (debootstrap base image, the host's extra
 CA certificates, the wheelhouse served on 127.0.0.1), `hil run --board virtual --suite
 smoke` inside it (run by action.yml through `hil replicate`, the JUnit checked in the
 mounted workspace), the same run reproduced by pasting `hil replicate --print` into a shell,

@@ -118,3 +118,28 @@ def test_a_dollar_in_a_case_id_is_text_in_the_chart_not_tex() -> None:
     svg = to_svg(figure, "dollars")
     plt.close(figure)
     assert "op$x_{" in svg and "b$$" in svg
+
+
+def test_a_cell_that_regressed_shows_the_hil_bisect_command_that_would_bisect_it(tmp_path) -> None:
+    """A case that passed the night before on the same chipset and flow and fails now: its cell
+    carries `hil bisect --good THAT_NIGHT --bad THIS_NIGHT --filter SUITE.PRECISION.*`, which
+    hil's own parser takes; a case failing both nights does not."""
+    import shlex
+
+    from hil.cli import build_parser
+    from hil.dashboard.page import render
+
+    first = _run(tmp_path, "n1", "2026-11-20T02:17:00Z",
+                 [case("ops", "fp32", "add", "PASS"), case("ops", "a8w8", "mul", "FAIL_MISMATCH")])
+    second = _run(tmp_path, "n2", "2026-11-21T02:17:00Z",
+                  [case("ops", "fp32", "add", "FAIL_MISMATCH"), case("ops", "a8w8", "mul", "FAIL_MISMATCH")])
+    board = model.build([model.dated_run(p, load_results(p)) for p in (first, second)])
+    cells = {(suite, precision): nights for (suite, precision, _, _), nights in board.matrix.items()}
+    command = cells[("ops", "fp32")]["2026-11-21"].bisect
+    assert command == f"hil bisect --good {first} --bad {second} --filter 'ops.fp32.*'"
+    assert cells[("ops", "fp32")]["2026-11-20"].bisect is None
+    assert cells[("ops", "a8w8")]["2026-11-21"].bisect is None  # it failed the night before too
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.good, args.bad, args.filter) == (str(first), str(second), ["ops.fp32.*"])
+    page = render(board)
+    assert f'data-bisect="{command.replace(chr(39), "&#39;")}"' in page and "1 cell(s) regressed" in page

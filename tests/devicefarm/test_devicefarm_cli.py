@@ -24,6 +24,7 @@ from hil.devicefarm.session import Session, slug
 from hil.errors import InfraError
 from hil.pids import pid_alive
 from hil.virtual.launcher import VirtualBoardProcess
+from tests.board_files import aarch64_elf
 from tests.devicefarm.conftest import ROOT, cli_env, df, poll_assigned
 
 pytestmark = pytest.mark.slow
@@ -100,7 +101,7 @@ def test_upstream_runtime_executor_runs_unchanged_bit_exact(
     program = to_edge_transform_and_lower(torch.export.export(Small().eval(), inputs),
                                           partitioner=[XnnpackPartitioner()]).to_executorch()
     android_binary = tmp_path / "enn_executor_runner"  # what upstream's build would push
-    android_binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(56) + b"aarch64 stand-in")
+    android_binary.write_bytes(aarch64_elf(b"aarch64 stand-in"))
     monkeypatch.setattr(runtime_executor, "get_runner_path", lambda: android_binary)
     for key in ("PATH", "PYTHONPATH", "HIL_DEVICEFARM_SESSION", "HIL_DEVICEFARM_DIR"):
         monkeypatch.setenv(key, held["env"][key])
@@ -215,13 +216,47 @@ def test_killed_holder_frees_its_lease_and_says_so(cli_path: Path, lab_board: Vi
 
 
 def test_no_board_requested_fails_loudly(cli_path: Path, tmp_path: Path) -> None:
+    """`-Q` itself succeeds (its command line is well formed) and says `-C` will report why;
+    `-C` then fails with the reason, in upstream's words for "no device"."""
     env = cli_env(cli_path, "ci-job-none", "", tmp_path / "sessions")
     queued = df(env, "-Q")
-    assert queued.returncode == 1 and "HIL_BOARD" in queued.stderr
+    assert queued.returncode == 0
+    assert "HIL_BOARD" in queued.stderr and "-C` will report it" in queued.stderr
     checked = df(env, "-C")
     assert checked.returncode == 1 and checked.stdout.startswith("unavailable: ")
+    assert "HIL_BOARD" in checked.stdout
+    assert not re.search(r"waiting|assigned", checked.stdout, re.IGNORECASE)
     bad = df({**env, "HIL_BOARD": "not a board!"}, "-Q")
-    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert bad.returncode == 0 and bad.stderr.count("\n") == 1
+    checked = df(env, "-C")
+    assert checked.returncode == 1 and "not a board!" in checked.stdout
+    assert df(env, "-Z").returncode == 2  # a malformed command line is still an error
+
+
+# Upstream's CI, in the shape of `.ci/scripts/setup-samsung-linux-deps.sh` (`acquire_device`)
+# sourced by `pull.yml` under `set -ex`: a failed -Q means "no device farm" and ends in a green
+# job; -C's output is captured with `out="$(...)"`, whose failure ends the script.
+UPSTREAM_CI = """set -ex
+if ! devicefarm-cli -Q; then
+  echo "tests skipped: no device"
+  exit 0
+fi
+out="$(devicefarm-cli -C 2>&1)"
+echo "status: $out"
+"""
+
+
+@pytest.mark.parametrize("board", ["", "not a board!"], ids=["unset", "no-usable-board"])
+def test_upstreams_ci_fails_when_the_board_is_misconfigured(cli_path: Path, tmp_path: Path, board: str) -> None:
+    script = tmp_path / "ci.sh"
+    script.write_text(UPSTREAM_CI)
+    env = cli_env(cli_path, f"ci-job-misconfigured-{len(board)}", board, tmp_path / "sessions")
+    if not board:
+        env.pop("HIL_BOARD")
+    job = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert job.returncode != 0, job.stdout + job.stderr  # red, not skipped and green
+    assert "tests skipped" not in job.stdout
+    assert "status:" not in job.stdout  # set -e ended it at the -C line
 
 
 def test_forgotten_session_gives_the_board_back_after_its_idle_limit(

@@ -26,6 +26,7 @@ from hil.lower.cache import ArtifactCache, cache_key, default_cache_dir
 from hil.lower.pool import lower_cases
 from hil.run import Run, RunOptions
 from hil.virtual.launcher import VirtualBoardProcess
+from tests.results_schema import assert_valid_results
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TINY = FIXTURES / "tiny.yaml"
@@ -110,7 +111,9 @@ def chain(record: dict[str, Any]) -> str:
 
 
 def lost_results(expected_keys: list[str], results: dict[str, Any], junit: Path) -> int:
-    """Cases missing from results.json or JUnit, or present more than once in either."""
+    """Cases missing from results.json or JUnit, or present more than once in either (and
+    results.json follows its schema)."""
+    assert_valid_results(results)
     in_results = Counter(f"{c['suite']}.{c['precision']}.{c['id']}" for c in results["cases"])
     root = ET.parse(junit).getroot()
     in_junit = Counter(f"{tc.get('classname')}.{tc.get('name')}" for tc in root.iter("testcase"))

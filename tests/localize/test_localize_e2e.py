@@ -22,6 +22,7 @@ from hil.report.localization import plot_localizations
 from hil.report.summary import render_summary
 from hil.run import Run, RunOptions
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+from tests.results_schema import assert_valid_results
 
 from . import SUITE, fixture_cases, forward_line
 
@@ -61,6 +62,7 @@ def localize(board: VirtualBoardProcess, out: Path, fault: str | None, precision
         cache_dir=default_cache_dir(), jobs=1, localize=True,
     )
     Run(options).execute()
+    assert_valid_results(out / "results.json")
     (record,) = json.loads((out / "results.json").read_text())["cases"]
     return record
 

@@ -28,6 +28,7 @@ from hil.pool.labgrid import Coordinator, LabgridSource, place_rows
 from hil.run import Run, RunOptions
 from tests.devicefarm.conftest import df, poll_assigned
 from tests.pool.labgrid_lab import LabgridLab, ser2net_available, stop_process
+from tests.results_schema import assert_valid_results
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "fixtures" / "tiny.yaml"
@@ -110,6 +111,7 @@ def _finished(process: subprocess.Popen[bytes], out: Path) -> subprocess.Complet
 
 
 def _results(out: Path) -> dict[str, Any]:
+    assert_valid_results(out / "results.json")
     return json.loads((out / "results.json").read_text())
 
 
@@ -334,3 +336,52 @@ def test_the_pytest_fixture_takes_a_place_with_hil_labgrid(lab: LabgridLab, tmp_
     assert properties["hil_board"] == "e9955-a"
     assert "Model file" in properties["hil_runner_log"]
     _all_free(lab)
+
+
+def test_a_stale_holder_is_said_released_only_when_the_place_is_free(
+        lab: LabgridLab, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The coordinator answers release-from with OK when another holder has the place by then,
+    releasing nothing (remote/coordinator.py ReleasePlace). The race made certain: between
+    hil's look at the place and its release-from, the dead run's place is released and taken
+    by a live one; hil reads the place again and does not say it freed it."""
+    monkeypatch.setenv("LG_HOSTNAME", "ci-10")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a PID of this host whose process has ended
+    dead = f"ci-10/pytest.hil-{gone.pid}"
+    stale = Coordinator(lab.address, "ci-10", f"pytest.hil-{gone.pid}")
+    stale.acquire("e9955-a")
+    stale.close()
+    source = LabgridSource(lab.address, [parse_labgrid_spec("labgrid:place=e9955-a")])
+    coordinator = source._coordinator = Coordinator(lab.address, source.host, source.user)
+    release = coordinator.release_from
+    other = Coordinator(lab.address, "ci-11", f"pytest.hil-{os.getpid()}")
+
+    def taken_first(place: str, holder: str) -> None:
+        other.release_from(place, holder)
+        other.acquire(place)
+        release(place, holder)  # OK from the coordinator, nothing released
+
+    try:
+        monkeypatch.setattr(coordinator, "release_from", taken_first)
+        with caplog.at_level("WARNING", logger="hil.pool.labgrid"):
+            assert source.take_over_stale() == []
+        rows = {r["place"]: r for r in place_rows(lab.address)}
+        assert rows["e9955-a"]["holder"] == other.holder
+        said = [r.getMessage() for r in caplog.records if "e9955-a" in r.getMessage()]
+        assert said == [f"labgrid: e9955-a: holder {dead} is dead, but {other.holder} holds the "
+                        "place by now: not released"], said
+        # and without the race: the dead holder's place is freed, and said so
+        other.release_from("e9955-a", other.holder)
+        stale = Coordinator(lab.address, "ci-10", f"pytest.hil-{gone.pid}")
+        stale.acquire("e9955-a")
+        stale.close()
+        monkeypatch.setattr(coordinator, "release_from", release)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="hil.pool.labgrid"):
+            assert source.take_over_stale() == ["e9955-a"]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"labgrid: e9955-a: holder {dead} is dead (no such process on ci-10): released"]
+        assert {r["place"]: r["holder"] for r in place_rows(lab.address)}["e9955-a"] is None
+    finally:
+        other.close()
+        source.close()

@@ -201,7 +201,7 @@ def _write(path: Path, document: object) -> None:
         ("{not json", None),
         ([], None),
         ({**sample_results(), "schema": "something/else"}, "schema"),
-        ({**sample_results(), "version": 5}, "version"),
+        ({**sample_results(), "version": 6}, "version"),
         ({**sample_results(), "run": None}, "run"),
         ({**sample_results(), "cases": [{**CASES[0], "verdict": "MAYBE"}]}, "cases[0].verdict"),
     ],
@@ -230,17 +230,18 @@ def test_load_results_accepts_a_complete_document(tmp_path: Path) -> None:
     assert load_results(path)["cases"][2]["verdict"] == "FAIL_MISMATCH"
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
 def test_every_earlier_version_stays_readable(tmp_path: Path, version: int) -> None:
     """Version 3 added fields (run.planned, boards' left_out and labgrid), version 4 boards'
-    build and flashes, `case_lines` and run.capacity_lost; files of earlier versions, which have
+    build and flashes, `case_lines` and run.capacity_lost, version 5 the build tuple (run.
+    executorch_git, packages, suites, boards' runner); files of earlier versions, which have
     none of them, still load; a version from the future does not."""
     document = sample_results()
     document["version"] = version
     path = tmp_path / "results.json"
     path.write_text(json.dumps(document))
     assert [c["id"] for c in load_results(path)["cases"]] == [c["id"] for c in document["cases"]]
-    document["version"] = 5
+    document["version"] = 6
     path.write_text(json.dumps(document))
-    with pytest.raises(UsageError, match="field 'version' is 5"):
+    with pytest.raises(UsageError, match="field 'version' is 6"):
         load_results(path)

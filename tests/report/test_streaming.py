@@ -62,7 +62,7 @@ def streamed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_results_json_has_the_in_memory_writers_content(streamed: Path) -> None:
     written = json.loads((streamed / "results.json").read_text(encoding="utf-8"))
     fixture = json.loads((FIXTURES / "results.json").read_text(encoding="utf-8"))
-    assert written["version"] == VERSION == 4 and written["case_lines"] is True
+    assert written["version"] == VERSION == 5 and written["case_lines"] is True
     assert fixture["version"] == 3 and "case_lines" not in fixture
     assert _comparable(written) == _comparable(fixture)
     assert [json.loads(text) for text in case_texts(streamed / "results.json")] == fixture["cases"]
@@ -108,10 +108,10 @@ def test_a_run_killed_mid_way_leaves_valid_files_with_the_cases_of_its_last_chec
     assert len(load_results(tmp_path / "results.json")["cases"]) == 9  # the journal has them all
 
 
-def test_files_of_schema_3_and_4_load_in_report_merge_and_compare(
+def test_files_of_schema_3_and_5_load_in_report_merge_and_compare(
         streamed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     v3, v4 = FIXTURES / "results.json", streamed / "results.json"
-    assert [load_results(p)["version"] for p in (v3, v4)] == [3, 4]
+    assert [load_results(p)["version"] for p in (v3, v4)] == [3, 5]
     for path in (v3, v4):
         assert [json.loads(text)["id"] for text in case_texts(path)] == [
             c["id"] for c in load_results(path)["cases"]]
@@ -119,7 +119,7 @@ def test_files_of_schema_3_and_4_load_in_report_merge_and_compare(
         assert (tmp_path / "r.xml").read_bytes() == (FIXTURES / "junit.xml").read_bytes()
         merged = tmp_path / "merged.json"
         assert main(["merge", str(path), "--out", str(merged)]) == 1  # its failures
-        assert load_results(merged)["version"] == 4
+        assert load_results(merged)["version"] == 5
         assert len(list(case_texts(merged))) == 12
     assert main(["compare", str(v3), str(v4)]) == 0  # the same run: nothing moved
     assert "conv2d" in capsys.readouterr().out

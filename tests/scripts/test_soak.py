@@ -39,7 +39,7 @@ class Size(NamedTuple):
 SHORT = Size(cases=150, boards=3, rate=0.25, seed=16, max_minutes=8)
 """The CI soak."""
 FULL = Size(cases=3000, boards=4, rate=0.02, seed=16, max_minutes=30)
-"""The nightly soak (README's figures)."""
+"""The nightly soak (its figures: docs/explanation/reliability.md)."""
 
 
 @pytest.fixture(scope="module", params=[pytest.param(SHORT, id="short"),

@@ -202,10 +202,10 @@ def test_a_front_killed_mid_run_has_shown_its_progress(board: Board, socket_path
 
 def test_front_request_is_json_the_executor_decodes() -> None:
     argv = ["--input", 'a "b"\\c\n\t', "é€😀", os.fsdecode(b"\xff\xfe.bin"), ""]
-    request = runner_front.encode_request(argv, "/data/local/tmp/ü", 42)
+    request = runner_front.encode_request(argv, "/data/local/tmp/ü", 42, ("slow,on=exec,factor=1.2",))
     assert int.from_bytes(request[:4], "big") == len(request) - 4
     decoded = json.loads(request[4:])
-    assert decoded == {"argv": argv, "cwd": "/data/local/tmp/ü", "pid": 42}
+    assert decoded == {"argv": argv, "cwd": "/data/local/tmp/ü", "pid": 42, "build": ["slow,on=exec,factor=1.2"]}
     assert os.fsencode(decoded["argv"][3]) == b"\xff\xfe.bin"
 
 

@@ -126,7 +126,8 @@ def _fastboot(board: VirtualBoardProcess, *args: str) -> subprocess.CompletedPro
 
 
 def _digest(images: dict[str, bytes]) -> str:
-    """The sha256 of `PARTITION SHA256\\n` lines, partitions sorted (README's rule)."""
+    """The sha256 of `PARTITION SHA256\\n` lines, partitions sorted (the rule
+    docs/explanation/virtual-board.md states)."""
     lines = "".join(f"{name} {hashlib.sha256(images[name]).hexdigest()}\n" for name in sorted(images))
     return hashlib.sha256(lines.encode()).hexdigest()
 
@@ -254,7 +255,7 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     assert _fastboot(board, "reboot").returncode == 0
     device = _on_adb(adb_server, board)
     images["system"] = raw
-    digest = _digest(images)  # the rule README states, computed here on its own
+    digest = _digest(images)  # the rule the virtual board's page states, computed here on its own
     expected = f"samsung/hil_virtual/hil_virtual:15/HIL.{digest[:8]}/{digest[:12]}:user/release-keys"
     assert device.shell("getprop ro.build.fingerprint") == expected
     assert build_properties(images, "hil_virtual", "hil_virtual")["ro.build.fingerprint"] == expected

@@ -2,7 +2,8 @@
 docker, pip or a network: a PATH folder whose `python3`, `docker` and launcher `hil` record
 their argv (JSON lines in $STUB_LOG) and act just enough. The fake `hil replicate -- ...`
 runs the REAL hil for report/merge/compare (no container), and for `run` copies the canned
-results document $STUB_RESULTS to --results and exits $STUB_RC."""
+results document $STUB_RESULTS to --results and exits $STUB_RC, for `bisect` writes a canned
+bisect.md into --out and exits $STUB_RC."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ if inner[:1] == ["run"]:
     sys.exit(int(os.environ.get("STUB_RC", "0")))
 if inner[:1] == ["doctor"]:
     sys.exit(1)
+if inner[:1] == ["bisect"]:  # no board here: a canned summary, the exit code $STUB_RC
+    out = os.path.join(os.environ.get("GITHUB_WORKSPACE", "."), inner[inner.index("--out") + 1])
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "bisect.md"), "w") as summary:
+        summary.write("## hil bisect: stub\n")
+    sys.exit(int(os.environ.get("STUB_RC", "0")))
 env = dict(os.environ, PYTHONPATH=os.environ["STUB_REPO"])
 sys.exit(subprocess.run([sys.executable, "-m", "hil", *inner], env=env).returncode)
 '''

@@ -1,4 +1,4 @@
-"""Board failures as a CI user reads them (issue 22 items 7, 8): a board of another chipset
+"""Board failures as a CI user reads them: a board of another chipset
 is left out before it is leased, a case no board ran names why, and the summary has a Boards
 section."""
 

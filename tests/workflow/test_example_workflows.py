@@ -24,7 +24,9 @@ VALUES = {
     "needs.image.outputs.image": "exynos-hil:stub", "matrix.shard": "1/2",
     "matrix.board": "e9955-a", "steps.hil.outputs.passed": "1",
     "steps.hil.outputs.failed": "1", "steps.hil.outputs.errors": "0",
-    "secrets.SAMSUNG_AI_LITECORE_KEY": "",
+    "secrets.SAMSUNG_AI_LITECORE_KEY": "", "steps.image.outputs.image": "exynos-hil:stub",
+    "inputs.filter": "", "inputs.firmware-builds": "", "inputs.runner-repo": "",
+    "inputs.runner-build": "", "inputs.wheels": "",
 }
 """What the expressions in the examples' `env:` evaluate to here; any other is an error."""
 

@@ -1,4 +1,4 @@
-"""Every PNG hil draws, as a user reads it (issue 22 item 11): the localization plot's title
+"""Every PNG hil draws, as a user reads it: the localization plot's title
 is whole, its SQNR axis has no offset and its x axis names the ops; the trend plot marks the
 runs that failed."""
 

@@ -1,4 +1,4 @@
-"""Selection and feedback (issue 22 items 9, 10): `hil list`, `--tag`, `--exclude`, a
+"""Selection and feedback: `hil list`, `--tag`, `--exclude`, a
 `--board` typo, localize's own output folder."""
 
 from __future__ import annotations
