@@ -121,8 +121,15 @@ def _free_port() -> int:
             return port
 
 
+UNIX_SOCKET = "localfilesystem:"
+"""adb's socket spec of a unix socket: `localfilesystem:PATH` (a server no other user reaches)."""
+
+
 def parse_server(text: str, flag: str) -> str:
-    """`HOST:PORT` of an adb server, validated (UsageError naming `flag` otherwise)."""
+    """`HOST:PORT` (or `localfilesystem:/PATH`) of an adb server, validated (UsageError naming
+    `flag` otherwise)."""
+    if text.startswith(UNIX_SOCKET + "/"):
+        return text
     match = _SERVER.match(text)
     if match is None or not 1 <= int(match.group(2)) <= 65535:
         raise UsageError(f"{flag}: {text!r} is not an adb server HOST:PORT")
@@ -161,10 +168,12 @@ def lab_server_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     socket_spec = environ.get("ADB_SERVER_SOCKET", "").strip()
     if socket_spec:
         kind, _, rest = socket_spec.partition(":")
+        if kind == UNIX_SOCKET.rstrip(":") and rest.startswith("/"):
+            return socket_spec
         if kind != "tcp" or not rest:
             raise UsageError(
-                f"ADB_SERVER_SOCKET: {socket_spec!r} is not tcp:PORT or tcp:HOST:PORT "
-                "(hil reaches adb servers over TCP only)"
+                f"ADB_SERVER_SOCKET: {socket_spec!r} is not tcp:PORT, tcp:HOST:PORT or "
+                "localfilesystem:/PATH"
             )
         host, _, port = rest.rpartition(":")
         return parse_server(f"{host or DEFAULT_HOST}:{port}", "ADB_SERVER_SOCKET")
@@ -189,6 +198,8 @@ class _Server:
                  unix_path: str | None = None) -> None:
         self.host = host
         self.port = port
+        self.unix_path = unix_path
+        """The server's unix socket, or None (TCP to host:port)."""
         self._client = _NoSpawnClient(host, port, socket_timeout, unix_path)
 
     def start(self) -> None:
@@ -213,14 +224,14 @@ class _Server:
 
     @property
     def address(self) -> str:
-        """`HOST:PORT` of the server."""
-        return f"{self.host}:{self.port}"
+        """`HOST:PORT` of the server, or `localfilesystem:PATH` (its unix socket)."""
+        return f"{UNIX_SOCKET}{self.unix_path}" if self.unix_path else f"{self.host}:{self.port}"
 
     @property
     def on_this_host(self) -> bool:
-        """The server runs on this host (hil's own, or a lab's on a loopback address), so a
-        network board's `HOST:PORT` it was given reaches the same board from here."""
-        return self.owned or self.host in LOOPBACK_HOSTS
+        """The server runs on this host (hil's own, or a lab's on a loopback address or a unix
+        socket), so a network board's `HOST:PORT` it was given reaches the same board from here."""
+        return self.owned or self.unix_path is not None or self.host in LOOPBACK_HOSTS
 
     @property
     def client(self) -> adbutils.AdbClient:
@@ -312,8 +323,12 @@ class LabAdbServer(_Server):
     disconnects the network boards hil connected (and nothing else), `restart()` refuses."""
 
     def __init__(self, address: str, socket_timeout: float | None = 30.0) -> None:
-        host, _, port = parse_server(address, "--adb-server").rpartition(":")
-        super().__init__(host, int(port), socket_timeout)
+        address = parse_server(address, "--adb-server")
+        if address.startswith(UNIX_SOCKET):
+            super().__init__("localhost", 0, socket_timeout, unix_path=address.removeprefix(UNIX_SOCKET))
+        else:
+            host, _, port = address.rpartition(":")
+            super().__init__(host, int(port), socket_timeout)
         self._lock = threading.Lock()
         self._ours: set[str] = set()
         """Network boards this server had not connected before hil did."""
@@ -380,11 +395,6 @@ class AdbServer(_Server):
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
-    @property
-    def address(self) -> str:
-        """The server's socket spec: `localfilesystem:PATH`."""
-        return f"localfilesystem:{self.socket_path}"
-
     def describe(self) -> str:
         pid = f", pid {self.pid}" if self.pid is not None else ""
         return f"hil's private adb server ({self.address}{pid})"
@@ -407,7 +417,7 @@ class AdbServer(_Server):
         env["ADB_VENDOR_KEYS"] = os.pathsep.join([*vendor, str(ensure_hil_key(self.adb))])
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(
-            [self.adb, "-L", self.address, "nodaemon", "server"],
+            [self.adb, "-L", self.address, "nodaemon", "server"],  # localfilesystem:PATH
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

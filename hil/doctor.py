@@ -95,11 +95,26 @@ def check_enn_wrapper() -> Check:
                  result.fixes[1:])
 
 
-def _adb_request(host: str, port: int, request: bytes) -> bytes | None:
+def _adb_connection(address: str) -> socket.socket:
+    """A connection to the adb server at `HOST:PORT` or `localfilesystem:PATH`."""
+    if address.startswith("localfilesystem:"):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(2.0)
+        try:
+            conn.connect(address.removeprefix("localfilesystem:"))
+        except OSError:
+            conn.close()
+            raise
+        return conn
+    host, _, port = address.rpartition(":")
+    return socket.create_connection((host, int(port)), timeout=2.0)
+
+
+def _adb_request(address: str, request: bytes) -> bytes | None:
     """One adb host request (`host:version`, `host:devices`); its payload, or None when no
     server answers (never starts one)."""
     try:
-        with socket.create_connection((host, port), timeout=2.0) as conn:
+        with _adb_connection(address) as conn:
             conn.settimeout(2.0)
             conn.sendall(b"%04x" % len(request) + request)
             reply = b""
@@ -114,15 +129,15 @@ def _adb_request(host: str, port: int, request: bytes) -> bytes | None:
     return reply[8:8 + int(reply[4:8], 16)]
 
 
-def _adb_server_version(host: str, port: int) -> int | None:
+def _adb_server_version(address: str) -> int | None:
     """The adb server's protocol version, or None when nothing answers (never starts one)."""
-    payload = _adb_request(host, port, b"host:version")
+    payload = _adb_request(address, b"host:version")
     return int(payload, 16) if payload else None
 
 
-def _adb_devices(host: str, port: int) -> list[str] | None:
+def _adb_devices(address: str) -> list[str] | None:
     """`SERIAL STATE` of each device the server sees; None when it does not answer."""
-    payload = _adb_request(host, port, b"host:devices")
+    payload = _adb_request(address, b"host:devices")
     if payload is None:
         return None
     return [" ".join(line.split()) for line in payload.decode(errors="replace").splitlines()
@@ -148,9 +163,9 @@ def check_adb(lab_server: str | None = None) -> Check:
                      "every board, USB boards included (right only where no other adb server "
                      "runs, e.g. a container with the USB bus)")
     address = lab or DEFAULT_SERVER
-    host, _, port = address.rpartition(":")
-    protocol = _adb_server_version(host, int(port))
-    devices = _adb_devices(host, int(port)) if protocol is not None else None
+    port = address.rpartition(":")[2]
+    protocol = _adb_server_version(address)
+    devices = _adb_devices(address) if protocol is not None else None
     seen = (f"protocol {protocol}, sees {len(devices or [])}"
             + (": " + ", ".join(devices) if devices else "")) if protocol is not None else ""
     if lab:
