@@ -103,6 +103,12 @@ class _NoSpawnClient(adbutils.AdbClient):
         self.unix_path = unix_path
         """The server's unix socket (hil's private server), or None: TCP to host:port."""
 
+    def server_kill(self) -> None:
+        """`host:kill` (adbutils' own looks for a TCP server first: a unix socket's never got it)."""
+        with self.make_connection() as connection:
+            connection.send_command("host:kill")
+            connection.check_okay()
+
     def make_connection(self, timeout: float | None = None) -> AdbConnection:
         connection = _NoSpawnConnection(self.host, self.port, self.unix_path)
         timeout = timeout or self._default_timeout
