@@ -207,16 +207,27 @@ def check_bwrap() -> Check:
     if path is None:
         return Check("bwrap", False, "bubblewrap not installed (virtual boards need it)",
                      "apt-get install bubblewrap")
-    probe = subprocess.run([path, "--unshare-pid", "--unshare-ipc", "--unshare-net",  # a board shell's
-                            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
-                           capture_output=True, text=True, timeout=20, check=False)
-    if probe.returncode != 0:
-        reason = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "failed"
-        return Check("bwrap", False, f"{path} cannot create a sandbox: {reason}",
+    probe = _bwrap_probe(path, "--unshare-ipc", "--unshare-net")  # a board shell's namespaces
+    if probe:
+        return Check("bwrap", False, f"{path} cannot create a sandbox: {probe}",
                      "in a container: --security-opt seccomp=unconfined (non-root user) or also "
                      "--cap-add SYS_ADMIN --cap-add NET_ADMIN (root); hil replicate adds these for "
                      "virtual boards")
-    return Check("bwrap", True, f"{path} (sandbox works)")
+    pids = _bwrap_probe(path, "--unshare-pid", "--unshare-ipc", "--unshare-net")
+    if pids:  # a container run as a non-root user: its masked /proc (PidNamespace)
+        return Check("bwrap", True, f"{path} (sandbox works; no pid namespace of the board's own: "
+                                    f"{pids}: its shells share this one)")
+    return Check("bwrap", True, f"{path} (sandbox works, with a pid namespace of the board's own)")
+
+
+def _bwrap_probe(path: str, *namespaces: str) -> str:
+    """Why bwrap cannot run a sandbox with these namespaces ("" when it can)."""
+    probe = subprocess.run([path, *namespaces, "--ro-bind", "/", "/", "--proc", "/proc",
+                            "--dev", "/dev", "true"],
+                           capture_output=True, text=True, timeout=20, check=False)
+    if probe.returncode == 0:
+        return ""
+    return probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "failed"
 
 
 def check_docker() -> Check:

@@ -148,7 +148,8 @@ class Device:
         self._bwrap = bwrap
         self._exec_guard = ExecGuard(self._data_file, self._on_exec)
         """What the board's shells execute is looked at first (exec_guard.py)."""
-        self._pids = PidNamespace(self._init_argv, lifeline.child_env())
+        self._pids = PidNamespace(self._init_argv, lifeline.child_env(),
+                                  lambda line: self.log(line, level="W"))
         platform = soc_model(chipset).lower()
         self.properties: dict[str, str] = {
             "ro.soc.manufacturer": "Samsung",

@@ -84,8 +84,10 @@ def shell_pid(bwrap_pid: int) -> int | None:
     return _sandboxed_child(bwrap_pid)
 
 
-INIT_COMMAND = "exec sleep infinity"
-"""What the first process of a board's pid namespace runs (in the board's sandbox)."""
+INIT_READY = b"ready\n"
+INIT_COMMAND = "echo ready; exec sleep infinity"
+"""What the first process of a board's pid namespace runs (in the board's sandbox): its line
+on stdout says the sandbox is up (bwrap writes its --info-fd before it mounts anything)."""
 
 
 def is_namespace_init(cmdline: str) -> bool:
@@ -109,13 +111,23 @@ class PidNamespace:
     dies every process in the namespace dies with it, and the next shell starts a new one.
     Run as root, bwrap joins it directly; otherwise through the user namespace that owns it
     (`--userns FD`: unprivileged bwrap makes one user namespace for the sandbox and another
-    inside it)."""
+    inside it).
 
-    def __init__(self, init_argv: Callable[[int], list[str]], env: dict[str, str]) -> None:
+    Where no pid namespace of its own can start (a container run as a non-root user: its
+    masked /proc forbids the fresh /proc a new pid namespace needs), the board says so once
+    in its log and its shells share the pid namespace bwrap runs in, as they did before:
+    they still have their own IPC and network namespaces."""
+
+    def __init__(self, init_argv: Callable[[int], list[str]], env: dict[str, str],
+                 log: Callable[[str], None] = lambda line: None) -> None:
         """`init_argv(info_fd)`: the bwrap command line of the namespace's first process,
         writing bwrap's `--info-fd` JSON to `info_fd`."""
         self._init_argv = init_argv
         self._env = env
+        self._log = log
+        self._started = False
+        self.unavailable: str | None = None
+        """Why the board has no pid namespace of its own (its shells share bwrap's), or None."""
         self._init: subprocess.Popen[bytes] | None = None
         self._first: int | None = None
         """The namespace's first process (pid 1 inside), as the host numbers it."""
@@ -123,9 +135,21 @@ class PidNamespace:
 
     def join(self) -> tuple[list[str], tuple[int, ...]]:
         """bwrap options joining the namespace and the descriptors they name (to pass to the
-        sandbox's bwrap); the namespace is started (again) when its init is not running."""
+        sandbox's bwrap); the namespace is started (again) when its init is not running.
+        None ([], ()) where it cannot start at all (`unavailable`)."""
+        if self.unavailable is not None:
+            return [], ()
         if self._init is None or self._init.poll() is not None:
-            self._start()
+            try:
+                self._start()
+            except OSError as exc:
+                if self._started:  # it worked before: something else is wrong
+                    raise
+                self.unavailable = str(exc)
+                self._log(f"{exc}: the board's shells share the pid namespace they start in "
+                          "(each still has its own IPC and network namespaces)")
+                return [], ()
+            self._started = True
         pid_fd, *owner = self._fds
         options = ["--pidns", str(pid_fd)]
         if owner:
@@ -138,18 +162,28 @@ class PidNamespace:
         try:
             self._init = subprocess.Popen(  # noqa: S603 - a fixed argument list
                 self._init_argv(write_end), pass_fds=(write_end,), env=self._env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # in the board's process group: a kill of the board's group ends it too
         finally:
             os.close(write_end)
+        init = self._init
         with os.fdopen(read_end, "rb") as info:
             text = info.read().decode(errors="replace")
         try:
+            assert init is not None and init.stdout is not None
+            if init.stdout.readline() != INIT_READY:  # EOF: bwrap failed after its info
+                raise OSError("no sandbox")
             child = int(json.loads(text)["child-pid"])
             pid_fd = os.open(f"/proc/{child}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         except (ValueError, KeyError, OSError) as exc:
+            said = _said(init)
             self.close()
-            raise OSError(f"the board's pid namespace did not start ({text.strip() or exc})") from exc
+            raise OSError(f"the board's pid namespace did not start "
+                          f"({said.splitlines()[-1] if said else exc})") from exc
+        finally:
+            for pipe in (init.stdout, init.stderr):
+                if pipe is not None:
+                    pipe.close()  # nothing more comes once the sandbox runs
         self._first = child
         self._fds = (pid_fd,)
         if os.geteuid() != 0:
@@ -174,3 +208,17 @@ class PidNamespace:
         except subprocess.TimeoutExpired:
             init.kill()
             init.wait()
+
+
+def _said(process: subprocess.Popen[bytes] | None) -> str:
+    """What a failed bwrap wrote to its stderr pipe, without blocking on it."""
+    if process is None or process.stderr is None:
+        return ""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=1.0)  # a bwrap that failed has exited
+    fd = process.stderr.fileno()
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096).decode(errors="replace").strip()
+    except OSError:
+        return ""
