@@ -217,7 +217,7 @@ def check_bwrap() -> Check:
     if pids:  # a container run as a non-root user: its masked /proc (PidNamespace)
         return Check("bwrap", True, f"{path} (sandbox works; no pid namespace of the board's own: "
                                     f"{pids}: its shells share this one)")
-    return Check("bwrap", True, f"{path} (sandbox works, with a pid namespace of the board's own)")
+    return Check("bwrap", True, f"{path} (sandbox works)")  # a pid namespace of the board's own too
 
 
 def _bwrap_probe(path: str, *namespaces: str) -> str:
