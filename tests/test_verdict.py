@@ -39,6 +39,17 @@ def test_nan_in_output_is_a_mismatch():
     assert not compare_output(0, ref, act, Tolerance()).ok
 
 
+def test_nan_on_both_sides_is_equal_as_upstream_judges():
+    """Upstream's harness compares with `torch.allclose(equal_nan=True)`: the ops suite's `log`
+    case (upstream's randn inputs, half negative) expects NaN where the host has NaN."""
+    ref = np.array([np.nan, 1.0, np.inf, -np.inf], dtype=np.float32)
+    result = compare_output(0, ref, ref.copy(), Tolerance(atol=1e-3, rtol=1e-3))
+    assert result.ok and result.max_abs == 0.0
+    swapped = ref.copy()
+    swapped[2] = -np.inf  # an infinity of the other sign is no match
+    assert not compare_output(0, ref, swapped, Tolerance()).ok
+
+
 def test_shape_mismatch_is_reported():
     result = compare_output(0, np.ones((2, 2), np.float32), np.ones(4, np.float32), Tolerance())
     assert not result.ok and "expected float32[2, 2]" in result.reason

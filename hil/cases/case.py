@@ -117,6 +117,10 @@ class Case:
     tolerance_rule: str = ""
     """Where the tolerance comes from when the case did not give it (e.g. a manifest's
     default A8W8 rule); prefixed to the `atol_rule` of its outputs."""
+    qat: Callable[[torch.fx.GraphModule], None] | None = None
+    """A8W8 by quantization-aware training instead of calibration: called with the prepared
+    (fake-quantized) model, which it trains in place; the converted model is then lowered.
+    Must be picklable (a module-level function or a partial of one)."""
 
     @property
     def classname(self) -> str:

@@ -266,6 +266,48 @@ class GeneratedTokens:
 
 
 @dataclass(frozen=True)
+class GeneratedSentences:
+    """Sequence-classification samples: token ids `(N, length)` (int64), an attention mask,
+    and labels `(N,)`. Each class has its own `words` token ids; a sentence of label c draws
+    each token from c's words (7 in 10) or from the whole vocabulary, so its class shows in
+    which tokens it holds, not where. Sentences run from half the length to all of it, the
+    rest padding (id 0, mask 0). The mask is `(N, length)` float of 1 and 0 (what upstream's
+    fine-tuning test feeds), or with `additive` the `(N, 1, length, length)` scores mask
+    upstream's QAT script builds from it (0 to attend, -255 for padding)."""
+
+    length: int = 128
+    vocab: int = 1024
+    classes: int = 2
+    words: int = 16
+    """Token ids that belong to each class."""
+    count: int = 8
+    calibration: int = 4
+    """A8W8 calibration batches (batches 1..calibration)."""
+    additive: bool = False
+
+    def class_words(self) -> torch.Tensor:
+        """`(classes, words)` distinct token ids (never the padding id 0)."""
+        chosen = torch.randperm(self.vocab - 1, generator=torch.Generator().manual_seed(991)) + 1
+        return chosen[: self.classes * self.words].view(self.classes, self.words)
+
+    def batch(self, index: int, seed: int) -> Samples:
+        g = _generator(seed, index, 71)
+        labels = torch.randint(0, self.classes, (self.count,), generator=g)
+        words = self.class_words()[labels]
+        own = words.gather(1, torch.randint(0, self.words, (self.count, self.length), generator=g))
+        shared = torch.randint(1, self.vocab, (self.count, self.length), generator=g)
+        ids = torch.where(torch.rand((self.count, self.length), generator=g) < 0.7, own, shared)
+        lengths = torch.randint(self.length // 2, self.length + 1, (self.count, 1), generator=g)
+        keep = (torch.arange(self.length).unsqueeze(0) < lengths).to(torch.float32)
+        ids = torch.where(keep > 0, ids, torch.zeros_like(ids))
+        mask = keep
+        if self.additive:
+            square = keep.unsqueeze(1).unsqueeze(2).repeat(1, 1, self.length, 1)
+            mask = (1.0 - square) * -255.0
+        return Samples((ids, mask), labels.numpy())
+
+
+@dataclass(frozen=True)
 class ImageFolder:
     """A folder of class sub-folders of images (`root/<class>/<image>`, torchvision's
     ImageFolder layout): resized (shorter side) to `resize`, centre-cropped to `size`,
@@ -320,6 +362,7 @@ DATASETS: dict[str, type] = {
     "generated_super_resolution": GeneratedSuperResolution,
     "generated_speech": GeneratedSpeech,
     "generated_tokens": GeneratedTokens,
+    "generated_sentences": GeneratedSentences,
     "image_folder": ImageFolder,
 }
 """Dataset kinds a manifest may name, with their fields as parameters."""

@@ -335,11 +335,12 @@ DEVICEFARM_CLI = CommandHelp(
         "devicefarm-cli -d",
     ),
     exit_codes=(
-        (EXIT_OK, "done (-C: `assigned BOARD` or `waiting (why)`); -E exits with the board "
-                  "command's own status instead"),
-        (EXIT_FAILED, "one line `devicefarm-cli: ...` on stderr: no board to request or none "
-                      "assigned, a missing file, the board or its holder failed; -C: "
-                      "`unavailable: why`"),
+        (EXIT_OK, "done (-Q: also when no board can be held, which the next -C reports; -C: "
+                  "`assigned BOARD` or `waiting (why)`); -E exits with the board command's own "
+                  "status instead"),
+        (EXIT_FAILED, "one line `devicefarm-cli: ...` on stderr: no board assigned, a missing "
+                      "file, the board or its holder failed, an -E command stopped past "
+                      "HIL_DEVICEFARM_TIMEOUT_S; -C: `unavailable: why`"),
         (ARGPARSE_USAGE, "bad usage (argparse: none or several of -Q -C -E -U -D -d)"),
     ),
 )

@@ -144,7 +144,7 @@ def build_graph(case: Case, flow: str) -> tuple[torch.fx.GraphModule, tuple[torc
     module = case.factory().eval()
     inputs = case_samples(case).inputs
     if case.precision == "a8w8":
-        module = quantize_a8w8(module, inputs, calibration_samples(case), flow != "enn")
+        module = quantize_a8w8(module, inputs, calibration_samples(case), flow != "enn", case.qat)
     graph_module = torch.export.export(module, inputs).run_decompositions({}).module()
     _dequantize_after_quantize(graph_module.graph)
     return graph_module, inputs

@@ -156,7 +156,7 @@ def build_artifact(case: Case, flow: str, chipset: str, folder: Path) -> Artifac
         calibration = _stage(Verdict.FAIL_QUANTIZE, "calibration", times,
                              lambda: calibration_samples(case))
         module = _stage(Verdict.FAIL_QUANTIZE, "quantize", times,
-                        lambda: quantize_a8w8(fp32_module, inputs, calibration, flow != "enn"))
+                        lambda: quantize_a8w8(fp32_module, inputs, calibration, flow != "enn", case.qat))
         scales = output_scales(module)
     exported = _stage(
         Verdict.FAIL_EXPORT, "export", times, lambda: torch.export.export(module, inputs)

@@ -44,7 +44,8 @@ ADAPTORS = ("PyEnnWrapperAdaptor", "PyGraphWrapperAdaptor")
 PACKAGE = "executorch.backends.samsung.python"
 QDQ_PREFIXES = ("quantize_per_", "dequantize_per_")
 """Short names of the quantize/dequantize ops (A8W8 graphs add them around every op)."""
-DELEGATION_INPUTS = ("cases/ops.py", "cases/op_modules.py", "cases/case.py", "lower/enn_partition.py",
+DELEGATION_INPUTS = ("cases/ops.py", "cases/ops_yolo26.py", "cases/op_modules.py",
+                     "cases/upstream_modules.py", "cases/case.py", "lower/enn_partition.py",
                      "lower/quantize.py")
 """hil's sources a case's derived delegation depends on (paths in the `hil` package): the ops
 cases' definitions and modules, the Case record (seeds, inputs), this mirror of the
@@ -165,6 +166,19 @@ def kept_nodes(exported: torch.export.ExportedProgram,
     partitioner would put on the NPU, in graph order: the program is taken to edge as
     `to_edge_transform_and_lower` does with upstream's partitioner and compile config, and
     partitioned with its rules (or with `support(edge_program)`); nothing is lowered."""
+    return edge_nodes(exported, support)[1]
+
+
+def edge_ops(exported: torch.export.ExportedProgram) -> set[str]:
+    """The short names of every op of the program's edge graph as the ENN partitioner sees
+    it (kept by the partitioner or not)."""
+    return {short_name(name) for name in edge_nodes(exported, None)[0]}
+
+
+def edge_nodes(exported: torch.export.ExportedProgram,
+                support: Callable[[torch.export.ExportedProgram], Any] | None) -> tuple[list[str], list[str]]:
+    """(the edge op name of every call of the edge graph, of the kept ones), in graph order
+    (see `kept_nodes`)."""
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.backend.canonical_partitioners.pattern_op_partitioner import (
         generate_partitions_from_list_of_nodes,
@@ -172,6 +186,7 @@ def kept_nodes(exported: torch.export.ExportedProgram,
     from executorch.exir.backend.partitioner import Partitioner, PartitionResult  # noqa: F401
 
     rules = enn_rules()
+    seen: list[str] = []
     kept: list[str] = []
 
     class Recorder(Partitioner):
@@ -185,13 +200,15 @@ def kept_nodes(exported: torch.export.ExportedProgram,
             op_support = support(ep) if support is not None else _op_support(rules)
             partitions = generate_partitions_from_list_of_nodes(ep.graph_module, op_support=op_support)
             inside = {node for partition in partitions for node in partition.nodes}
-            kept.extend(node.target.__name__ for node in ep.graph_module.graph.nodes if node in inside)
+            calls = [node for node in ep.graph_module.graph.nodes if node.op == "call_function"]
+            seen.extend(node.target.__name__ for node in calls)
+            kept.extend(node.target.__name__ for node in calls if node in inside)
             raise _Partitioned
 
     with contextlib.suppress(_Partitioned):
         to_edge_transform_and_lower(exported, partitioner=[Recorder()],
                                     compile_config=rules.edge_compile_config)
-    return kept
+    return seen, kept
 
 
 class _Partitioned(Exception):
@@ -210,10 +227,10 @@ def expected_delegation(exported: torch.export.ExportedProgram) -> tuple[str, ..
     return tuple(sorted({short_name(n) for n in kept_nodes(exported)} - {"getitem"}))
 
 
-def case_delegation(case: Any) -> tuple[str, ...]:
-    """What the ENN partitioner keeps of `case` at its precision: the module built and, for
-    A8W8, quantized as flow `enn` does (one calibration batch: which ops are kept does not
-    depend on the values), exported, then `expected_delegation`."""
+def case_program(case: Any) -> torch.export.ExportedProgram:
+    """The case's program as the partitioner gets it at the case's precision: the module
+    built and, for A8W8, quantized as flow `enn` does (one calibration batch: which ops are
+    kept does not depend on the values), then exported."""
     from hil.lower.build import calibration_samples, case_samples
     from hil.lower.quantize import quantize_a8w8
 
@@ -221,8 +238,15 @@ def case_delegation(case: Any) -> tuple[str, ...]:
     module = case.factory().eval()
     inputs = case_samples(case).inputs
     if case.precision == "a8w8":
-        module = quantize_a8w8(module, inputs, calibration_samples(case)[:1], fold_quantize=False)
-    return expected_delegation(torch.export.export(module, inputs))
+        module = quantize_a8w8(module, inputs, calibration_samples(case)[:1], fold_quantize=False,
+                               train=case.qat)
+    return torch.export.export(module, inputs)
+
+
+def case_delegation(case: Any) -> tuple[str, ...]:
+    """What the ENN partitioner keeps of `case` at its precision (`expected_delegation` of
+    `case_program`)."""
+    return expected_delegation(case_program(case))
 
 
 def delegation_inputs_digest(package: Path | None = None) -> str:

@@ -8,7 +8,7 @@ ExecuTorch's quantized/portable kernels, and the artifact lists which (undelegat
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -27,23 +27,27 @@ scale of the dequantize before them."""
 
 def quantize_a8w8(module: torch.nn.Module, example: tuple[Any, ...],
                   calibration: Sequence[tuple[Any, ...]],
-                  fold_quantize: bool = True) -> torch.fx.GraphModule:
-    """Post-training A8W8 quantization with the ENN quantizer, calibrated on `calibration`.
+                  fold_quantize: bool = True,
+                  train: Callable[[torch.fx.GraphModule], None] | None = None) -> torch.fx.GraphModule:
+    """A8W8 quantization with the ENN quantizer: post-training, calibrated on `calibration`,
+    or quantization-aware, trained by `train` (a case's `qat`).
 
-    Line for line `quantize_module(module, inputs, calibration_dataset, Precision.A8W8)` of
-    `executorch/backends/samsung/utils/export_utils.py` (pinned by
+    Post-training is line for line `quantize_module(module, inputs, calibration_dataset,
+    Precision.A8W8)` of `executorch/backends/samsung/utils/export_utils.py` (pinned by
     tests/lower/test_upstream_path.py), SDPA decomposition before `prepare_pt2e` included,
     with two differences: calibration runs under `torch.no_grad()` (no numbers change), and
     `fold_quantize` is a parameter (and `check_guards=False` says what upstream's `.module()`
     gets implicitly). Flow `enn` keeps upstream's `False` (the ENN backend
     consumes the weight quantize nodes itself); host flows fold (`True`): ExecuTorch's host
-    kernels abort on unfolded per-channel weight quantize ops."""
+    kernels abort on unfolded per-channel weight quantize ops. Quantization-aware follows
+    upstream's test_mobilebert_qat.py: `setup_quant_params(A8W8, is_per_channel=True,
+    is_qat=True)`, `prepare_pt2e`, training, `convert_pt2e`; no calibration."""
     from executorch.backends.samsung.quantizer.quantizer import EnnQuantizer, Precision
     from executorch.backends.transforms.decompose_sdpa import DecomposeScaledDotProductAttention
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = EnnQuantizer()
-    quantizer.setup_quant_params(Precision.A8W8, True, False)  # is_per_channel, is_qat: upstream's defaults
+    quantizer.setup_quant_params(Precision.A8W8, True, train is not None)  # is_per_channel, is_qat
     # `.module()` called from a file under an "executorch" path makes no `_guards_fn` call
     # module (torch/export/_unlift.py, _ok_to_generate_guards_fn); hil's path is not one, so
     # it asks for what upstream gets. With the guard call the quantizer sees an extra user of
@@ -51,9 +55,12 @@ def quantize_a8w8(module: torch.nn.Module, example: tuple[Any, ...],
     exported_module = torch.export.export(module, example).module(check_guards=False)
     DecomposeScaledDotProductAttention()(exported_module)
     annotated_module = prepare_pt2e(exported_module, quantizer)
-    with torch.no_grad():
-        for data in calibration:
-            annotated_module(*data)
+    if train is not None:
+        train(annotated_module)
+    else:
+        with torch.no_grad():
+            for data in calibration:
+                annotated_module(*data)
     return convert_pt2e(annotated_module, fold_quantize=fold_quantize)
 
 

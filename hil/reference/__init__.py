@@ -1,7 +1,9 @@
 """docs/reference/, generated from the code: the CLI from the argparse parser and the help
 records, the action's inputs and outputs from action.yml, results.json from its JSON Schema,
 manifest and inventory fields from their field tables, verdicts and exit codes from
-hil/verdict.py and the help records. `python -m hil.reference` writes every page;
+hil/verdict.py and the help records, the upstream catalogue from hil/cases/upstream_reference.json,
+the suites' `upstream:` tags and the installed delegation (hil/cases/upstream_page.py).
+`python -m hil.reference` writes every page;
 `python -m hil.reference --check` names the pages that differ from what it would write (the
 drift test runs the same check)."""
 
@@ -17,6 +19,7 @@ FOLDER = Path("docs") / "reference"
 def pages(root: Path) -> dict[str, str]:
     """Every generated page's file name and text, for the repository at `root` (action.yml is
     read from there; everything else from the imported hil)."""
+    from hil.cases import upstream_page
     from hil.reference import action_page, cli_pages, schema_page, verdicts_page, yaml_pages
 
     writers: dict[str, Callable[[], str]] = {
@@ -27,6 +30,7 @@ def pages(root: Path) -> dict[str, str]:
         "inventory.md": yaml_pages.inventory_page,
         "verdicts.md": verdicts_page.verdicts_page,
         "exit-codes.md": cli_pages.exit_codes_page,
+        "upstream-catalogue.md": upstream_page.page,
     }
     return {name: write() for name, write in writers.items()}
 

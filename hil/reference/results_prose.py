@@ -16,7 +16,7 @@ Memory does not grow with the cases and the cost is O(cases) over a run
 - every finished case, and every change of the `run` fields, is appended at once to the
   journal beside it, `results.json.journal`, one JSON line each (synced to disk at each
   rewrite of results.json): a header line
-  `{"journal": "exynos-hil/results", "version": 4, "run": {...}}`, then `{"case": {...}}` and
+  `{"journal": "exynos-hil/results", "version": 5, "run": {...}}`, then `{"case": {...}}` and
   `{"run": {changed fields}}` lines;
 - `results.json` is rewritten atomically (a temporary file, then `os.replace`; fsync'd at the
   end) when the journal has grown by a quarter since the last rewrite, so it is never more
@@ -41,7 +41,7 @@ AFTER = """\
 ## Rules
 
 - A reader ignores the fields it does not know. A new field, a removed one or a changed
-  meaning bumps `version`; hil reads every earlier version (1, 2, 3 and 4).
+  meaning bumps `version`; hil reads every earlier version (1, 2, 3, 4 and 5).
 - Numbers are plain JSON numbers; `null` means "not measured" (never 0 as a placeholder).
   Non-finite floats (an SQNR of +inf for identical outputs) are written as `null`.
 - `message` never contains a newline; `detail` and `logs.*` are capped at 64 KiB each.
@@ -57,6 +57,10 @@ AFTER = """\
 - 4 added `case_lines`, `run.boards[].build` and `run.boards[].flashes` (provisioning) with the
   `reflash` recovery step, `run.boards[].device_time`, `run.capacity_lost` and
   `run.boards[].board_seconds_out`.
+- 5 added the build tuple `hil bisect` reads: `run.executorch_git`, `run.packages`,
+  `run.suites`, `run.boards[].runner`, and `run.boards[].build` for every board that came up
+  (without an inventory `expected_build`: `expected` null, `differed` false); a `hil bisect`
+  board run's own file also has `run.bisect`.
 
 ## A merged document
 
@@ -84,7 +88,9 @@ graph's value of the same op.
   `file`/`line`; `FAIL_*` and `XPASS` give `<failure>`, `ERROR_*` `<error>`, `SKIP` and
   `XFAIL` `<skipped>` with the reason; system-out: board, warnings, latency, memory, board
   state, then the runner, UART and logcat excerpts; testsuite properties: board, chipset,
-  flow, versions, SDK, run id, shard, git sha.
+  flow, versions, SDK, run id, shard, git sha, the board's runner profile, its build
+  (`board.build.property`, `.expected`, `.before`, `.after`, `.differed`) and each flash
+  (`board.flash.N`).
 - **Console** (`hil run`, `hil report`): progress lines while running (a bar on a terminal),
   then one table row per case.
 - **GitHub workflow commands** (`hil run` inside GitHub Actions, `hil report --github`): a

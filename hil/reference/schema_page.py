@@ -65,7 +65,9 @@ def _kind(schema: dict[str, Any], node: dict[str, Any], path: str,
         nested = [(path, target)]
     elif target.get("type") == "object":
         values = target.get("additionalProperties")
-        inner = _kind(schema, values, path, placed)[0] if isinstance(values, dict) and values else "anything"
+        inner, nested = ("anything", [])
+        if isinstance(values, dict) and values:
+            inner, nested = _kind(schema, values, path, placed)
         text = f"mapping of {inner}"
     else:
         text = str(target.get("type", "anything"))

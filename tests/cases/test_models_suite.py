@@ -17,7 +17,7 @@ from hil.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ("mobilenet_v2", "mobilenet_v3", "resnet18", "resnet50", "inception_v3", "inception_v4",
-          "vit", "deeplab_v3", "edsr", "wav2letter", "mobilebert")
+          "vit", "deeplab_v3", "edsr", "wav2letter", "mobilebert", "mobilebert_classifier", "mobilebert_qat")
 
 
 def test_every_upstream_model_at_both_precisions():
@@ -29,13 +29,33 @@ def test_every_upstream_model_at_both_precisions():
     assert checkers["mobilenet_v2"] == "classifier" and checkers["deeplab_v3"] == "segmentation"
     assert checkers["edsr"] == "super_resolution" and checkers["wav2letter"] == "asr"
     assert checkers["mobilebert"] == "masked_lm" and checkers["inception_v4"] == "classifier"
+    assert checkers["mobilebert_classifier"] == checkers["mobilebert_qat"] == "classifier"
     assert all("random-init" in c.tags and c.dataset is not None for c in cases)
     reduced = {c.id for c in cases if any(t.startswith("reduced:") for t in c.tags)}
     assert reduced == set(MODELS)  # 10-class heads at least, and upstream's inputs where they differ
-    a8w8 = [c for c in cases if c.precision == "a8w8"]
-    assert all(c.atol_scale_steps < 32 and c.tolerance.min_sqnr_db > 12 for c in a8w8)
+    post_training = [c for c in cases if c.precision == "a8w8" and c.qat is None]
+    assert all(c.atol_scale_steps < 32 and c.tolerance.min_sqnr_db > 12 for c in post_training)
+    # every model but hil's masked LM stands for an upstream test (scripts/upstream-coverage.py)
+    untagged = {c.id for c in cases if not any(t.startswith("upstream:") for t in c.tags)}
+    assert untagged == {"mobilebert"}
     lines = (REPO / "hil/cases/models/__init__.py").read_text().splitlines()
     assert all(f'"{c.id}"' in lines[c.line - 1] for c in cases)
+
+
+def test_mobilebert_qat_is_a8w8_only_with_upstreams_tolerance():
+    cases = {c.key: c for c in load_suite("models")}
+    qat = cases["models.a8w8.mobilebert_qat"]
+    assert qat.qat is not None and qat.atol_scale_steps == 0
+    assert (qat.tolerance.atol, qat.tolerance.rtol, qat.tolerance.min_sqnr_db) == (0.03, 1e-3, None)
+    assert "upstream:main:models/test_mobilebert_qat.py::test_mobilebert_qat_a8w8" in qat.tags
+    assert cases["models.fp32.mobilebert_qat"].skip.startswith("quantization-aware training is an A8W8")
+    assert all(c.qat is None for key, c in cases.items() if key != "models.a8w8.mobilebert_qat")
+    sentences = qat.dataset.batch(0, 0)
+    ids, mask = sentences.inputs
+    assert ids.shape == (8, 128) and mask.shape == (8, 1, 128, 128)  # upstream's additive QAT mask
+    assert set(mask.unique().tolist()) == {-255.0, 0.0}
+    classifier = cases["models.fp32.mobilebert_classifier"].dataset.batch(0, 0)
+    assert classifier.inputs[1].shape == (8, 128) and set(classifier.inputs[1].unique().tolist()) == {0.0, 1.0}
 
 
 def test_ridge_recovers_a_linear_map():

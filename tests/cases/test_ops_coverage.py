@@ -1,23 +1,21 @@
-"""The ops suite covers every op of the ENN op-support table and of the 1.5.1 test tree, at
-fp32 and at A8W8; the op list itself matches the reference."""
+"""The ops suite covers every op of the ENN op-support table, of the 1.5.1 test tree and of
+upstream main's newer tests, at fp32 and at A8W8; the op lists match the project's reference
+facts (hil/cases/upstream_reference.json), and those facts match the installed wheel where it
+has them."""
 
-import os
-import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import torch
 
 from hil.cases import load_suite
-from hil.cases.ops import OPS, coverage_gaps
+from hil.cases.ops import ENN_OPS, EXTRA_OPS, NEWER_OPS, OPS, coverage_gaps
+from hil.cases.upstream_coverage import load_reference
 
-REFERENCE = next(
-    (folder / "shared" / "reference" / "exynos-backend.md" for folder in Path(__file__).resolve().parents
-     if (folder / "shared" / "reference" / "exynos-backend.md").is_file()),
-    Path(__file__).resolve().parents[3] / "shared" / "reference" / "exynos-backend.md",
-)
-"""The project's notes on upstream's op table, beside the checkout (or a worktree's checkout)."""
+WHEEL_TESTS = Path(torch.__file__).parents[1] / "executorch" / "backends" / "samsung" / "test" / "ops"
 
 
 @pytest.fixture(scope="module")
@@ -38,33 +36,65 @@ def test_a_missing_case_is_reported(ops_suite):
 def test_case_ids_and_classnames(ops_suite):
     assert len({c.key for c in ops_suite}) == len(ops_suite)
     assert {c.classname for c in ops_suite} == {"ops.fp32", "ops.a8w8"}
-    assert all(c.expect_delegated for c in ops_suite if c.expect is None)
-    assert [c.key for c in ops_suite if c.expect is not None] == ["ops.a8w8.group_norm"]
+    assert all(c.expect_delegated for c in ops_suite if c.expect is None and not c.skip
+               and c.id != "amax_yolo26_scores")  # 1.5.1 has no amax builder: nothing delegated
+    assert sorted(c.key for c in ops_suite if c.expect is not None) == [
+        "ops.a8w8.group_norm", "ops.a8w8.hardtanh", "ops.fp32.hardtanh"]
+    assert all(Path(c.expect.link).is_file() for c in ops_suite if c.expect is not None)
     a8w8 = [c for c in ops_suite if c.precision == "a8w8"]
     assert all(c.atol_scale_steps > 0 and c.tolerance.min_sqnr_db for c in a8w8)
 
 
-def _reference_ops(text: str) -> set[str]:
-    table = re.search(r"Op-support table:(.*?); the 1\.5\.1 test tree also has(.*?)\.\n", text, re.S)
-    assert table, "the op list's wording in the reference changed"
-    names = set()
-    for chunk in (table.group(1), table.group(2)):
-        for item in re.split(r",(?![^(]*\))", " ".join(chunk.split())):
-            item = item.strip()
-            if item.startswith("quantize/dequantize"):
-                names |= {f"{d}_{kind}" for d in ("quantize", "dequantize")
-                          for kind in ("per_tensor", "per_channel")}
-            elif item:
-                names.add(item)
-    return names
+def test_a8w8_variants_that_mean_nothing_are_skipped_with_their_reason(ops_suite):
+    skipped = {c.id: c.skip for c in ops_suite if c.skip}
+    assert all(c.precision == "a8w8" for c in ops_suite if c.skip)
+    assert sorted(skipped) == ["log", "topk_indices_k300", "topk_quantized_both", "topk_quantized_indices",
+                               "topk_quantized_values", "topk_yolo26_both", "topk_yolo26_indices"]
+    assert "NaN" in skipped["log"] and "tie" in skipped["topk_yolo26_both"]
+    assert "quantize/dequantize" in skipped["topk_quantized_values"]
 
 
-def test_op_list_matches_the_reference():
-    if not REFERENCE.exists():
-        if os.environ.get("CI"):  # CI must check it: a quiet skip there hides a drifted table
-            pytest.fail(f"no reference at {REFERENCE} (CI needs the project's shared/ notes)")
-        pytest.skip(f"no reference at {REFERENCE}")
-    assert _reference_ops(REFERENCE.read_text()) == set(OPS)
+def test_upstream_tags_name_a_version_and_the_main_ones_a_commit(ops_suite):
+    reference = load_reference()
+    tags = [t for c in ops_suite for t in c.tags if t.startswith("upstream:")]
+    versions = {t.split(":")[1] for t in tags}
+    assert versions == {"1.5.1", "main"}
+    for tag in tags:
+        path = tag.split(":", 2)[2].split("::")[0]
+        if tag.startswith("upstream:main:"):
+            assert len(reference["main_files"].get(path, "")) == 40, f"{tag}: no commit in the reference"
+        else:
+            assert (WHEEL_TESTS.parent / path).is_file(), tag
+    yolo = [c.id for c in ops_suite if "group:yolo26" in c.tags and c.precision == "fp32"]
+    assert len(yolo) == 8 and all("yolo26" in i for i in yolo)
+
+
+def test_op_lists_match_the_reference():
+    reference = load_reference()
+    table = reference["op_support_table"]
+    assert table["source"]["path"] == "docs/source/backends/samsung/samsung-op-support-table.csv"
+    assert len(table["source"]["commit"]) == 40
+    assert sorted(ENN_OPS) == sorted(table["ops"])
+    trees = reference["test_tree_ops"]
+    assert sorted(EXTRA_OPS) == sorted(set(trees["1.5.1"]) - set(table["ops"]))
+    primitives = reference["model_primitives"]["main"]
+    assert sorted(NEWER_OPS) == sorted(set(trees["main"]) - set(trees["1.5.1"]) - set(table["ops"])
+                                       | set(primitives))
+
+
+def test_the_reference_has_the_installed_wheels_test_tree():
+    """The facts of the installed release are checked against its wheel (the newer version's,
+    read from upstream's repository at the commits named, cannot be here)."""
+    installed = version("executorch").split("+")[0]
+    tree = load_reference()["test_tree_ops"]
+    assert installed in tree, f"record ExecuTorch {installed}'s test tree in hil/cases/upstream_reference.json"
+    assert tree[installed] == sorted(p.stem.removeprefix("test_") for p in WHEEL_TESTS.glob("test_*.py"))
+
+
+def test_no_test_reads_reference_facts_from_outside_the_repository():
+    tests = Path(__file__).resolve().parents[1]
+    assert not [p for p in tests.rglob("*.py") if "shared/reference" in p.read_text(encoding="utf-8")
+                and p.resolve() != Path(__file__).resolve()]
 
 
 QUANTIZE_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel",

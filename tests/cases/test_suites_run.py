@@ -54,7 +54,8 @@ def test_a8w8_case_records_its_tolerance_rule_and_metrics(run):
     assert delegation["delegated_op_count"] == len(delegation["delegated_ops"]) > 0
     assert "aten.convolution.default" in delegation["delegated_ops"]
     fp32 = cases["ops.fp32.conv2d_stride2"]["outputs"][0]
-    assert fp32["atol_rule"] == "case atol" and fp32["atol"] == 1e-4
+    # conv2d_stride2 is upstream's test_fp32_conv2d_with_bias: judged with its harness's atol
+    assert fp32["atol_rule"] == "case atol" and fp32["atol"] == 1e-3 and fp32["rtol"] == 1e-3
     assert "quantize" not in cases["ops.fp32.conv2d_stride2"]["lowering_s"]
 
 

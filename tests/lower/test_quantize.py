@@ -76,3 +76,36 @@ def test_an_output_left_unquantized_has_no_scale():
     assert indices is None
     # the ENN quantizer leaves topk's outputs in float: both are unscaled
     assert output_scales(quantize_a8w8(TopK(3, -1).eval(), sample, [sample])) == (None, None)
+
+
+def _train_to_scale(steps: list, scale: float, prepared: torch.fx.GraphModule) -> None:
+    """A case's `qat`: records what it was given, trains the fake-quantized model for a few
+    steps on inputs of `scale` (its observers follow them), and leaves it in eval mode."""
+    from torchao.quantization.pt2e import move_exported_model_to_eval, move_exported_model_to_train
+
+    steps.append([type(m).__name__ for m in prepared.modules() if "FakeQuantize" in type(m).__name__])
+    move_exported_model_to_train(prepared)
+    optimizer = torch.optim.SGD(prepared.parameters(), lr=1e-3)
+    for step in range(4):
+        sample = torch.rand(2, 8, generator=torch.Generator().manual_seed(step)) * scale
+        prepared(sample).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    move_exported_model_to_eval(prepared)
+
+
+def test_quantization_aware_training_replaces_calibration():
+    """A case's `qat` gets the model prepared for QAT (fake-quantized, as upstream's
+    `setup_quant_params(..., is_qat=True)` makes it) and trains it; calibration samples are not
+    run, and the converted model's scales are the training data's."""
+    torch.manual_seed(0)
+    model = nn.Linear(8, 4).eval()
+    calibration = [(torch.full((2, 8), 1000.0),)]  # would give a step of ~4 if it were run
+    seen: list = []
+    quantized = quantize_a8w8(model, (torch.rand(2, 8),), calibration,
+                              train=functools.partial(_train_to_scale, seen, 2.0))
+    assert len(seen) == 1 and seen[0], "QAT trains a fake-quantized model"
+    (step,) = output_scales(quantized)
+    assert 0.001 < step < 0.05  # from inputs in [0, 2), not from the 1000s of the calibration
+    post_training = output_scales(quantize_a8w8(model, (torch.rand(2, 8),), calibration))
+    assert post_training[0] > 1.0

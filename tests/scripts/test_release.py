@@ -139,3 +139,25 @@ def test_the_workflows_check_step_against_the_repositorys_changelog(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert output.read_text() == "version=0.9.0\nmajor=v0\n"
     assert (tmp_path / "notes.md").read_text().strip()
+
+
+def test_the_wheel_carries_every_file_the_package_reads(tmp_path: Path) -> None:
+    """What the release workflow publishes is a working hil: every file under hil/ that is not
+    Python (the delegation table, the upstream reference facts, results.json's schema, the
+    dashboard's template) is in the wheel, so an installed hil finds them."""
+    import zipfile
+
+    source = tmp_path / "source"  # built from a copy: a build writes build/ into its source
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "hil", source / "hil", ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("exynos_hil-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = {path.relative_to(REPO).as_posix() for path in (REPO / "hil").rglob("*")
+            if path.is_file() and path.suffix not in (".py", ".pyc")}
+    assert data and data <= names, sorted(data - names)

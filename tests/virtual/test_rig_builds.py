@@ -14,6 +14,7 @@ from hil.virtual.executor import WarmExecutor
 from hil.virtual.faults import parse_fault
 from hil.virtual.images import build_properties, firmware_faults
 from hil.virtual.runner_build import build_faults, is_stand_in, settings_of, stand_in
+from tests.board_files import aarch64_elf
 
 
 def test_a_system_images_fault_lines_are_its_firmware_faults_and_change_its_build() -> None:
@@ -35,13 +36,16 @@ def test_a_runner_stand_in_carries_its_settings_and_a_board_keeps_it_as_pushed(t
         stand_in(["slow,factor=1.2"])
     device = Device(tmp_path / "board", "E9955", "rig")
     device.prepare()
-    pushed = tmp_path / "pushed"
+    runner = "/data/local/tmp/enn_executor_runner"
+    pushed = device.resolve(runner)
+    pushed.parent.mkdir(parents=True, exist_ok=True)
     pushed.write_bytes(data)
-    device.runner_uploaded("/data/local/tmp/enn_executor_runner", pushed)
-    assert pushed.read_bytes() == data  # a stand-in stays itself
-    pushed.write_bytes(b"\x7fELF an aarch64 runner")
-    device.runner_uploaded("/data/local/tmp/enn_executor_runner", pushed)
-    assert pushed.read_bytes() == RUNNER_FRONT.read_bytes()  # anything else runs as hil's front
+    pushed.chmod(0o755)
+    assert device._on_exec(runner, pushed) == 0  # noqa: SLF001 - what the exec guard asks
+    assert pushed.read_bytes() == data  # a stand-in is a script: it runs as itself
+    pushed.write_bytes(aarch64_elf(b"an aarch64 runner"))
+    assert device._on_exec(runner, pushed) == 0  # noqa: SLF001
+    assert pushed.read_bytes() == RUNNER_FRONT.read_bytes()  # an Android runner runs as hil's front
 
 
 def test_factor_jitter_and_p_parse_and_draw_the_same_on_every_board(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """Compact re-implementations of the upstream models whose packages are not installed here
-(torchsr's EDSR, torchaudio's Wav2Letter, Hugging Face's MobileBERT), written from the
+(torchsr's EDSR, torchaudio's Wav2Letter, Hugging Face's MobileBERT and its sequence
+classifier), written from the
 published architectures. Layer structure follows the originals; sizes are parameters, and
 the `models` suite says in its tags where it uses a reduced configuration.
 """
@@ -137,12 +138,16 @@ class MobileBertLayer(nn.Module):
         batch, length, width = x.shape
         return x.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask`: added to the attention scores (0 where a position may be attended, a large
+        negative number where not), broadcast over the heads."""
         layer_input = self.input_norm(self.input_bottleneck(hidden))
         shared = self.shared_norm(self.shared_bottleneck(hidden))
         q, k = self._split(self.query(shared)), self._split(self.key(shared))
         v = self._split(self.value(hidden))
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores + mask
         context = torch.softmax(scores, dim=-1) @ v
         context = context.transpose(1, 2).reshape(layer_input.shape)
         x = self.attention_norm(self.attention_out(context) + layer_input)
@@ -169,7 +174,8 @@ class MobileBert(nn.Module):
             MobileBertLayer(hidden, intra, heads, intermediate, ffn_stack) for _ in range(layers)
         )
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask`: the additive attention mask of every layer (see `MobileBertLayer`)."""
         words = self.word(ids)
         pad = torch.zeros_like(words[:, :1])
         trigram = torch.cat(
@@ -179,7 +185,7 @@ class MobileBert(nn.Module):
         x = self.project(trigram) + self.position(positions) + self.token_type(torch.zeros_like(ids))
         x = self.norm(x)
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, mask)
         return x
 
 
@@ -196,6 +202,36 @@ class MobileBertForMaskedLm(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.encoder(ids))
+
+
+MASKED_SCORE = -255.0
+"""What a padded position adds to the attention scores: upstream's MobileBERT QAT script
+(`transform_attention_mask` of examples/samsung/scripts/mobilebert_finetune_QAT.py) uses -255
+rather than Hugging Face's dtype minimum, which int8 scores could not represent."""
+
+
+def additive_mask(keep: torch.Tensor) -> torch.Tensor:
+    """`(N, 1, L, L)` additive mask from a `(N, L)` mask of 1 (attend) and 0 (padding), as
+    upstream's `transform_attention_mask` builds it."""
+    mask = keep.to(torch.float32).unsqueeze(1).unsqueeze(2)
+    return (1.0 - mask.repeat(1, 1, mask.shape[3], 1)) * MASKED_SCORE
+
+
+class MobileBertForSequenceClassification(nn.Module):
+    """The MobileBERT encoder with Hugging Face's sequence-classification head for
+    `google/mobilebert-uncased` (`classifier_activation: false`: the pooled output is the first
+    token's last hidden state), then a linear classifier. Takes the token ids and an attention
+    mask: `(N, L)` of 1 and 0 (upstream's fine-tuning test), or already additive `(N, 1, L, L)`
+    (upstream's QAT test, `additive_mask`). Returns logits `(N, labels)`."""
+
+    def __init__(self, vocab: int = 30522, layers: int = 24, labels: int = 2) -> None:
+        super().__init__()
+        self.encoder = MobileBert(vocab=vocab, layers=layers)
+        self.classifier = nn.Linear(self.encoder.norm.weight.shape[0], labels)
+
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        mask = additive_mask(attention_mask) if attention_mask.dim() == 2 else attention_mask
+        return self.classifier(self.encoder(ids, mask)[:, 0])
 
 
 # -- Inception-v4 (Szegedy et al. 2016; timm `inception_v4`, Cadene's pretrainedmodels) ----
