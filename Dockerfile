@@ -92,6 +92,8 @@ RUN apt-get update \
 ARG LITECORE_VERSION=1.1.0
 ARG LITECORE_FILE=ai-litecore-ubuntu2204-v1.1.0.tar.gz
 ARG LITECORE_URL=https://soc-developer.semiconductor.samsung.com/api/v1/resource/download-file
+# Required: the tarball's SHA-256. Samsung publishes none that hil could pin, so there is no
+# default: give the one of the tarball you trust, or LITECORE_SHA256=unverified (said in the log).
 ARG LITECORE_SHA256=
 COPY scripts/install-litecore.sh /usr/local/bin/install-litecore.sh
 # The key is read from the secret's file by the script and sent as a header through a pipe: it
@@ -115,11 +117,14 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 ARG EXECUTORCH_GIT=https://github.com/pytorch/executorch.git
 ARG EXECUTORCH_REF=v1.5.1
+# v1.5.1's commit: fetched by commit, not by a tag that can move (another REF needs its COMMIT)
+ARG EXECUTORCH_COMMIT=3b60683923245cf472b7323426920e15623ba361
 COPY --from=litecore /opt/litecore /opt/litecore
 COPY scripts/install-litecore.sh scripts/build-enn.sh scripts/hil-runner.cmake /usr/local/bin/
 RUN --mount=type=bind,from=executorch-src,target=/mnt/executorch-src \
     build-enn.sh --sdk /opt/litecore --src /mnt/executorch-src --work /opt/executorch \
-      --git "${EXECUTORCH_GIT}" --ref "${EXECUTORCH_REF}" --build x86_64 --out /opt/enn
+      --git "${EXECUTORCH_GIT}" --ref "${EXECUTORCH_REF}" --commit "${EXECUTORCH_COMMIT}" \
+      --build x86_64 --out /opt/enn
 
 # The Android runner, built with NDK r28c (BUILD_RUNNER=0: none; give one at run time with
 # hil run --runner). RUNNER_PROFILE=hil (default) adds the XNNPACK delegate and the quantized
@@ -132,7 +137,8 @@ FROM enn-build AS enn-runner-build
 ARG BUILD_RUNNER=1
 ARG RUNNER_PROFILE=hil
 ARG ANDROID_NDK_URL=https://dl.google.com/android/repository/android-ndk-r28c-linux.zip
-ARG ANDROID_NDK_SHA1=
+# NDK r28c's published SHA-1 (android-ndk-r28c-linux.zip, 722261334 bytes)
+ARG ANDROID_NDK_SHA1=a7b54a5de87fecd125a17d54f73c446199e72a64
 RUN if [ "${BUILD_RUNNER}" = 1 ]; then \
       build-enn.sh --sdk /opt/litecore --work /opt/executorch --build android \
         --runner-profile "${RUNNER_PROFILE}" \

@@ -1,8 +1,12 @@
 """The adb servers hil talks to: its own private one, or a lab's that it only uses.
 
-- `AdbServer`: a private server, `adb -P PORT nodaemon server` as hil's own child process.
-  It keeps a run away from whatever uses the default port 5037, and owning its PID lets us
-  stop it for sure; it dies with hil even when hil is killed (`hil.lifeline`). Right for
+- `AdbServer`: a private server, `adb -L localfilesystem:PATH nodaemon server` as hil's own
+  child process, presenting hil's own adb key besides the user's (`hil/adbkey.py`: the virtual
+  boards trust it). PATH is a unix socket in a folder private to the user (mode 0700): adb's
+  server protocol has no authentication, and on a TCP port of 127.0.0.1 any local user could
+  drive the boards it holds (hil's virtual boards, the network boards it connected). It keeps
+  a run away from whatever uses the default port 5037, and owning its PID lets us stop it for
+  sure; it dies with hil even when hil is killed (`hil.lifeline`). Right for
   boards the run itself `adb connect`s (virtual and network boards); never for USB boards
   (two servers on one host fight over USB devices).
 - `LabAdbServer`: an existing server (the host's on 127.0.0.1:5037, another machine's
@@ -20,7 +24,9 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -35,6 +41,7 @@ from adbutils import AdbConnection, AdbError
 from adbutils._utils import adb_path
 
 from hil import lifeline
+from hil.adbkey import ensure_hil_key
 from hil.attention import check_state
 from hil.errors import InfraError, UsageError
 
@@ -62,21 +69,48 @@ loop, after it has answered)."""
 
 
 class _NoSpawnConnection(AdbConnection):
-    """An adbutils connection that fails instead of running `adb start-server`."""
+    """An adbutils connection that fails instead of running `adb start-server`; to a unix
+    socket when `unix_path` is given (hil's private server), else TCP."""
+
+    def __init__(self, host: str, port: int, unix_path: str | None = None) -> None:
+        self._unix_path = unix_path
+        super().__init__(host, port)
 
     def _safe_connect(self) -> socket.socket:
         return self._create_socket()
+
+    def _create_socket(self) -> socket.socket:
+        if self._unix_path is None:
+            return super()._create_socket()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(3)
+            sock.connect(self._unix_path)
+            sock.settimeout(None)
+        except OSError as exc:
+            sock.close()
+            raise AdbError(f"connect to adb server {self._unix_path}: {exc.strerror or exc}") from exc
+        return sock
 
 
 class _NoSpawnClient(adbutils.AdbClient):
     """`adbutils.AdbClient` for one server: connections never spawn a server."""
 
-    def __init__(self, host: str, port: int, socket_timeout: float | None) -> None:
+    def __init__(self, host: str, port: int, socket_timeout: float | None,
+                 unix_path: str | None = None) -> None:
         super().__init__(host=host, port=port, socket_timeout=socket_timeout)
         self._default_timeout = socket_timeout
+        self.unix_path = unix_path
+        """The server's unix socket (hil's private server), or None: TCP to host:port."""
+
+    def server_kill(self) -> None:
+        """`host:kill` (adbutils' own looks for a TCP server first: a unix socket's never got it)."""
+        with self.make_connection() as connection:
+            connection.send_command("host:kill")
+            connection.check_okay()
 
     def make_connection(self, timeout: float | None = None) -> AdbConnection:
-        connection = _NoSpawnConnection(self.host, self.port)
+        connection = _NoSpawnConnection(self.host, self.port, self.unix_path)
         timeout = timeout or self._default_timeout
         if timeout:
             connection.conn.settimeout(timeout)
@@ -93,8 +127,15 @@ def _free_port() -> int:
             return port
 
 
+UNIX_SOCKET = "localfilesystem:"
+"""adb's socket spec of a unix socket: `localfilesystem:PATH` (a server no other user reaches)."""
+
+
 def parse_server(text: str, flag: str) -> str:
-    """`HOST:PORT` of an adb server, validated (UsageError naming `flag` otherwise)."""
+    """`HOST:PORT` (or `localfilesystem:/PATH`) of an adb server, validated (UsageError naming
+    `flag` otherwise)."""
+    if text.startswith(UNIX_SOCKET + "/"):
+        return text
     match = _SERVER.match(text)
     if match is None or not 1 <= int(match.group(2)) <= 65535:
         raise UsageError(f"{flag}: {text!r} is not an adb server HOST:PORT")
@@ -133,10 +174,12 @@ def lab_server_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     socket_spec = environ.get("ADB_SERVER_SOCKET", "").strip()
     if socket_spec:
         kind, _, rest = socket_spec.partition(":")
+        if kind == UNIX_SOCKET.rstrip(":") and rest.startswith("/"):
+            return socket_spec
         if kind != "tcp" or not rest:
             raise UsageError(
-                f"ADB_SERVER_SOCKET: {socket_spec!r} is not tcp:PORT or tcp:HOST:PORT "
-                "(hil reaches adb servers over TCP only)"
+                f"ADB_SERVER_SOCKET: {socket_spec!r} is not tcp:PORT, tcp:HOST:PORT or "
+                "localfilesystem:/PATH"
             )
         host, _, port = rest.rpartition(":")
         return parse_server(f"{host or DEFAULT_HOST}:{port}", "ADB_SERVER_SOCKET")
@@ -157,10 +200,13 @@ class _Server:
     owned = False
     """True when hil started this server and may stop or restart it."""
 
-    def __init__(self, host: str, port: int, socket_timeout: float | None) -> None:
+    def __init__(self, host: str, port: int, socket_timeout: float | None,
+                 unix_path: str | None = None) -> None:
         self.host = host
         self.port = port
-        self._client = _NoSpawnClient(host, port, socket_timeout)
+        self.unix_path = unix_path
+        """The server's unix socket, or None (TCP to host:port)."""
+        self._client = _NoSpawnClient(host, port, socket_timeout, unix_path)
 
     def start(self) -> None:
         """Make the server usable (start it, or check the lab's is there)."""
@@ -184,14 +230,14 @@ class _Server:
 
     @property
     def address(self) -> str:
-        """`HOST:PORT` of the server."""
-        return f"{self.host}:{self.port}"
+        """`HOST:PORT` of the server, or `localfilesystem:PATH` (its unix socket)."""
+        return f"{UNIX_SOCKET}{self.unix_path}" if self.unix_path else f"{self.host}:{self.port}"
 
     @property
     def on_this_host(self) -> bool:
-        """The server runs on this host (hil's own, or a lab's on a loopback address), so a
-        network board's `HOST:PORT` it was given reaches the same board from here."""
-        return self.owned or self.host in LOOPBACK_HOSTS
+        """The server runs on this host (hil's own, or a lab's on a loopback address or a unix
+        socket), so a network board's `HOST:PORT` it was given reaches the same board from here."""
+        return self.owned or self.unix_path is not None or self.host in LOOPBACK_HOSTS
 
     @property
     def client(self) -> adbutils.AdbClient:
@@ -283,8 +329,12 @@ class LabAdbServer(_Server):
     disconnects the network boards hil connected (and nothing else), `restart()` refuses."""
 
     def __init__(self, address: str, socket_timeout: float | None = 30.0) -> None:
-        host, _, port = parse_server(address, "--adb-server").rpartition(":")
-        super().__init__(host, int(port), socket_timeout)
+        address = parse_server(address, "--adb-server")
+        if address.startswith(UNIX_SOCKET):
+            super().__init__("localhost", 0, socket_timeout, unix_path=address.removeprefix(UNIX_SOCKET))
+        else:
+            host, _, port = address.rpartition(":")
+            super().__init__(host, int(port), socket_timeout)
         self._lock = threading.Lock()
         self._ours: set[str] = set()
         """Network boards this server had not connected before hil did."""
@@ -334,35 +384,26 @@ class LabAdbServer(_Server):
             with contextlib.suppress(InfraError):
                 self.disconnect(address)
 
-def _port_files(env: Mapping[str, str], port: int) -> list[Path]:
-    """Where a starting server may write `adb.PORT` (its own path, for the client's version
-    check): ANDROID_USER_HOME (newer adb), else ANDROID_SDK_HOME/.android, else HOME/.android
-    (Debian's adb 29). Left behind, one file per private server piles up in the user's home."""
-    folders = [Path(env[name]) for name in ("ANDROID_USER_HOME",) if env.get(name)]
-    folders += [Path(env[name]) / ".android" for name in ("ANDROID_SDK_HOME", "HOME") if env.get(name)]
-    return [folder / f"adb.{port}" for folder in folders]
-
-
 class AdbServer(_Server):
-    """A private adb server: `start()`, `client`, `connect(address)`, `stop()`."""
+    """A private adb server: `start()`, `client`, `connect(address)`, `stop()`. It listens
+    on a unix socket in a folder of its own, private to the user (see the module docstring);
+    `address` is its socket spec (`localfilesystem:PATH`: what `ADB_SERVER_SOCKET` takes)."""
 
     owned = True
 
-    def __init__(
-        self, port: int = 0, socket_timeout: float | None = 30.0, start_timeout: float = 15.0
-    ) -> None:
-        if port == DEFAULT_PORT:
-            raise ValueError("a private adb server must not use the default port 5037")
-        super().__init__("127.0.0.1", port or _free_port(), socket_timeout)
+    def __init__(self, socket_timeout: float | None = 30.0, start_timeout: float = 15.0) -> None:
+        folder = Path(tempfile.mkdtemp(prefix="hil-adb-"))  # mode 0700
+        lifeline.remove_with(folder)  # gone with hil even when hil is killed
+        self.socket_path = folder / "adb.sock"
+        super().__init__("localfilesystem", 0, socket_timeout, unix_path=str(self.socket_path))
         self.adb = adb_path()
         self.start_timeout = start_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
-        self._port_files: list[Path] = []
 
     def describe(self) -> str:
         pid = f", pid {self.pid}" if self.pid is not None else ""
-        return f"hil's private adb server on port {self.port}{pid}"
+        return f"hil's private adb server ({self.address}{pid})"
 
     @property
     def pid(self) -> int | None:
@@ -373,16 +414,16 @@ class AdbServer(_Server):
         """Start the server and wait until it answers; InfraError if it does not."""
         if self._process is not None:
             return
-        # adb reads ANDROID_ADB_SERVER_ADDRESS even with -P: a lab's would make the private
-        # server listen on the lab's host; none of the lab's variables reach it
+        self._private_folder()
+        # adb reads ANDROID_ADB_SERVER_ADDRESS even with -L; none of the lab's variables reach it
         env = lifeline.child_env({k: v for k, v in os.environ.items() if k not in SERVER_ENV})
-        env.update(ANDROID_ADB_SERVER_PORT=str(self.port), ADB_MDNS="0")
-        self._port_files = [path for path in _port_files(env, self.port) if not path.exists()]
-        for path in self._port_files:  # gone with hil even when hil is killed (`_reap` otherwise)
-            lifeline.remove_with(path)
+        env["ADB_MDNS"] = "0"
+        # hil's own key besides the user's: the virtual boards hil starts trust it (hil/adbkey.py)
+        vendor = [env["ADB_VENDOR_KEYS"]] if env.get("ADB_VENDOR_KEYS") else []
+        env["ADB_VENDOR_KEYS"] = os.pathsep.join([*vendor, str(ensure_hil_key(self.adb))])
         self._log = tempfile.TemporaryFile(prefix="hil-adb-server-")
         self._process = subprocess.Popen(
-            [self.adb, "-P", str(self.port), "nodaemon", "server"],
+            [self.adb, "-L", self.address, "nodaemon", "server"],  # localfilesystem:PATH
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -399,19 +440,28 @@ class AdbServer(_Server):
             if self._process.poll() is not None:
                 tail = self._log_tail()
                 self._reap()
-                raise InfraError(f"adb server on port {self.port} exited: {tail}")
+                raise InfraError(f"{self.describe()} exited: {tail}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise InfraError(
-                    f"adb server on port {self.port} did not answer in "
-                    f"{self.start_timeout:.0f} s: {reason}"
-                )
+                raise InfraError(f"{self.describe()} did not answer in {self.start_timeout:.0f} s: {reason}")
             time.sleep(_POLL)
-        log.info("adb server %s (protocol %d) on port %d, pid %d",
-                 self.adb, version, self.port, self._process.pid)
+        log.info("adb server %s (protocol %d) on %s, pid %d",
+                 self.adb, version, self.address, self._process.pid)
+
+    def _private_folder(self) -> None:
+        """The socket's folder, made again (mode 0700) after a stop; InfraError when what is
+        there is not the user's private folder."""
+        folder = self.socket_path.parent
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+            raise InfraError(f"{folder}: not a private folder of this user: the adb server's socket "
+                             "is not put there")
+        self.socket_path.unlink(missing_ok=True)  # a dead server's
 
     def restart(self) -> None:
-        """Stop the server (dead or alive) and start it again on the same port."""
+        """Stop the server (dead or alive) and start it again on the same socket."""
         self.stop()
         self.start()
 
@@ -439,10 +489,7 @@ class AdbServer(_Server):
         if self._log is not None:
             self._log.close()
             self._log = None
-        for path in self._port_files:  # what the server wrote in the user's home, not before
-            with contextlib.suppress(OSError):
-                path.unlink(missing_ok=True)
-        self._port_files = []
+        shutil.rmtree(self.socket_path.parent, ignore_errors=True)
 
     def _log_tail(self, size: int = 2000) -> str:
         assert self._log is not None

@@ -13,7 +13,7 @@ from hil.errors import InfraError
 UNAUTHORIZED_HINT = (
     "the board has not accepted this host's adb key: accept the 'Allow USB debugging?' prompt "
     "on the board, or add the adb server's ~/.android/adbkey.pub to the board's "
-    "/data/misc/adb/adb_keys"
+    "/data/misc/adb/adb_keys (a virtual board: hil virtual-board --trusted-key FILE)"
 )
 PERMISSIONS_HINT = (
     "the adb server's user cannot open the USB device: add a udev rule for the board "

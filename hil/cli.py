@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hil import __version__
+from hil import __version__, workflow_safe
 from hil.commands.common import CHIPSET_CHOICES, DRIFT_FLOOR_DB, FLOW_CHOICES, add_regression_options
 from hil.commands.help import VERBOSE_AFTER, add_command
 from hil.commands.manual import COMMAND_HELP
@@ -352,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=logging.WARNING - 10 * min(verbosity(args), 2),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        workflow_safe.install()  # under GitHub Actions: no board's text becomes a command
         if args.command is None:
             parser.print_help()
             return EXIT_USAGE
@@ -366,6 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("hil: interrupted\n")
         return EXIT_INTERRUPTED
+    finally:
+        workflow_safe.finish()
 
 
 if __name__ == "__main__":

@@ -18,12 +18,14 @@ Board access: `host-adb` (`--network host`: hil in the container is a client of 
 adb server, 127.0.0.1:5037 unless adb's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/PORT
 say otherwise, and reaches network boards),
 `usb` (`/dev/bus/usb` and the device-cgroup rule `c 189:* rmw`: the container's own adb
-server owns the USB boards, so the host's must be stopped), `none` (virtual boards only).
+server owns the USB boards, so the host's must be stopped), `network` (network boards only:
+docker's network, the container's own adb server), `none` (virtual boards only). Every
+container runs with `no-new-privileges`.
 With real-board access the host's lease folder (`hil.board.lease`) is mounted too, so runs
 in containers and on the host share one owner per board. Virtual boards sandbox device
 shells with bubblewrap, which needs user namespaces inside
 the container: `--security-opt seccomp=unconfined` for a non-root user (plus
-`apparmor=unconfined` on AppArmor hosts), and `--cap-add SYS_ADMIN` when running as root.
+`apparmor=unconfined` on AppArmor hosts), and `--cap-add SYS_ADMIN --cap-add NET_ADMIN` as root.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ log = logging.getLogger(__name__)
 IMAGE_NAME = "exynos-hil"
 TARGETS = ("host", "exynos")
 """The images the Dockerfile is for; its other stages are steps towards `exynos`."""
-ACCESS_MODES = ("host-adb", "usb", "none")
+ACCESS_MODES = ("host-adb", "usb", "network", "none")
 WORKSPACE = "/workspace"
 """Where the workspace is mounted and hil runs."""
 IMAGE_USER_UID = 1000
@@ -82,7 +84,7 @@ CACHE_DIR = "/var/cache/exynos-hil"
 HOST_ADB_SERVER_PORT = "5037"
 """The host's own adb server (adb's default port), used in `host-adb` mode unless the
 host's ADB_SERVER_SOCKET or ANDROID_ADB_SERVER_ADDRESS/_HOST/_PORT name another."""
-BOARD_ACCESS = ("host-adb", "usb")
+BOARD_ACCESS = ("host-adb", "usb", "network")
 """Modes that reach real boards (and so share the host's leases)."""
 
 LogSink = Callable[[str], None]
@@ -371,13 +373,14 @@ class RunSpec:
 
     @property
     def security_opt(self) -> list[str]:
-        if not self.sandbox:
-            return []
-        return ["seccomp=unconfined", *(["apparmor=unconfined"] if self.apparmor else [])]
+        """no-new-privileges; with virtual boards also what bubblewrap needs (module docstring)."""
+        sandbox = ["seccomp=unconfined", *(["apparmor=unconfined"] if self.apparmor else [])]
+        return ["no-new-privileges", *(sandbox if self.sandbox else [])]
 
     @property
     def cap_add(self) -> list[str]:
-        return ["SYS_ADMIN"] if self.sandbox and self.user[0] == 0 else []
+        """Root's bubblewrap: mounts and namespaces (SYS_ADMIN), a shell's loopback (NET_ADMIN)."""
+        return ["SYS_ADMIN", "NET_ADMIN"] if self.sandbox and self.user[0] == 0 else []
 
     @property
     def volumes(self) -> list[tuple[str, str, str]]:

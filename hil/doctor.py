@@ -72,7 +72,7 @@ def check_sdk() -> Check:
     found = sdk.find_litecore()
     if found is None:
         return Check("sdk", False, f"{sdk.SDK_ENV} not set (flow enn unavailable)",
-                     "scripts/install-litecore.sh --dest ROOT --tarball "
+                     "scripts/install-litecore.sh --dest ROOT --sha256 HEX --tarball "
                      f"ai-litecore-ubuntu2204-v1.1.0.tar.gz, then export {sdk.SDK_ENV}=ROOT; "
                      "or use the exynos image")
     if found.missing:
@@ -95,11 +95,26 @@ def check_enn_wrapper() -> Check:
                  result.fixes[1:])
 
 
-def _adb_request(host: str, port: int, request: bytes) -> bytes | None:
+def _adb_connection(address: str) -> socket.socket:
+    """A connection to the adb server at `HOST:PORT` or `localfilesystem:PATH`."""
+    if address.startswith("localfilesystem:"):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(2.0)
+        try:
+            conn.connect(address.removeprefix("localfilesystem:"))
+        except OSError:
+            conn.close()
+            raise
+        return conn
+    host, _, port = address.rpartition(":")
+    return socket.create_connection((host, int(port)), timeout=2.0)
+
+
+def _adb_request(address: str, request: bytes) -> bytes | None:
     """One adb host request (`host:version`, `host:devices`); its payload, or None when no
     server answers (never starts one)."""
     try:
-        with socket.create_connection((host, port), timeout=2.0) as conn:
+        with _adb_connection(address) as conn:
             conn.settimeout(2.0)
             conn.sendall(b"%04x" % len(request) + request)
             reply = b""
@@ -114,15 +129,15 @@ def _adb_request(host: str, port: int, request: bytes) -> bytes | None:
     return reply[8:8 + int(reply[4:8], 16)]
 
 
-def _adb_server_version(host: str, port: int) -> int | None:
+def _adb_server_version(address: str) -> int | None:
     """The adb server's protocol version, or None when nothing answers (never starts one)."""
-    payload = _adb_request(host, port, b"host:version")
+    payload = _adb_request(address, b"host:version")
     return int(payload, 16) if payload else None
 
 
-def _adb_devices(host: str, port: int) -> list[str] | None:
+def _adb_devices(address: str) -> list[str] | None:
     """`SERIAL STATE` of each device the server sees; None when it does not answer."""
-    payload = _adb_request(host, port, b"host:devices")
+    payload = _adb_request(address, b"host:devices")
     if payload is None:
         return None
     return [" ".join(line.split()) for line in payload.decode(errors="replace").splitlines()
@@ -148,9 +163,9 @@ def check_adb(lab_server: str | None = None) -> Check:
                      "every board, USB boards included (right only where no other adb server "
                      "runs, e.g. a container with the USB bus)")
     address = lab or DEFAULT_SERVER
-    host, _, port = address.rpartition(":")
-    protocol = _adb_server_version(host, int(port))
-    devices = _adb_devices(host, int(port)) if protocol is not None else None
+    port = address.rpartition(":")[2]
+    protocol = _adb_server_version(address)
+    devices = _adb_devices(address) if protocol is not None else None
     seen = (f"protocol {protocol}, sees {len(devices or [])}"
             + (": " + ", ".join(devices) if devices else "")) if protocol is not None else ""
     if lab:
@@ -192,14 +207,27 @@ def check_bwrap() -> Check:
     if path is None:
         return Check("bwrap", False, "bubblewrap not installed (virtual boards need it)",
                      "apt-get install bubblewrap")
-    probe = subprocess.run([path, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
-                           capture_output=True, text=True, timeout=20, check=False)
-    if probe.returncode != 0:
-        reason = probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "failed"
-        return Check("bwrap", False, f"{path} cannot create a sandbox: {reason}",
+    probe = _bwrap_probe(path, "--unshare-ipc", "--unshare-net")  # a board shell's namespaces
+    if probe:
+        return Check("bwrap", False, f"{path} cannot create a sandbox: {probe}",
                      "in a container: --security-opt seccomp=unconfined (non-root user) or also "
-                     "--cap-add SYS_ADMIN (root); hil replicate adds these for virtual boards")
-    return Check("bwrap", True, f"{path} (sandbox works)")
+                     "--cap-add SYS_ADMIN --cap-add NET_ADMIN (root); hil replicate adds these for "
+                     "virtual boards")
+    pids = _bwrap_probe(path, "--unshare-pid", "--unshare-ipc", "--unshare-net")
+    if pids:  # a container run as a non-root user: its masked /proc (PidNamespace)
+        return Check("bwrap", True, f"{path} (sandbox works; no pid namespace of the board's own: "
+                                    f"{pids}: its shells share this one)")
+    return Check("bwrap", True, f"{path} (sandbox works)")  # a pid namespace of the board's own too
+
+
+def _bwrap_probe(path: str, *namespaces: str) -> str:
+    """Why bwrap cannot run a sandbox with these namespaces ("" when it can)."""
+    probe = subprocess.run([path, *namespaces, "--ro-bind", "/", "/", "--proc", "/proc",
+                            "--dev", "/dev", "true"],
+                           capture_output=True, text=True, timeout=20, check=False)
+    if probe.returncode == 0:
+        return ""
+    return probe.stderr.strip().splitlines()[-1] if probe.stderr.strip() else "failed"
 
 
 def check_docker() -> Check:

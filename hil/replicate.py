@@ -6,7 +6,9 @@
 
 Without `--image` the image is built from this checkout (content-hash tag, skipped when
 present). `--from` takes the command recorded in a run's results.json, so a CI run's
-artifact is enough to reproduce it. `action.yml` runs its steps through this command.
+artifact is enough to reproduce it; it shows that command and runs it only with `--yes` (a
+downloaded results.json is input like any other). `action.yml` runs its steps through this
+command.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from hil import container
 from hil.board.lease import ensure_lease_dir
 from hil.errors import InfraError, UsageError
 from hil.verdict import EXIT_INFRA
+from hil.workflow_safe import trusted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="docker CLI for BuildKit builds and the printed command")
     run = parser.add_argument_group("run")
     run.add_argument("--access", default="host-adb", metavar="|".join(container.ACCESS_MODES),
-                     help="board access (default host-adb: --network host, the host's adb)")
+                     help="board access (default host-adb: --network host, the host's adb; network: "
+                          "network boards only, docker's own network and the container's adb "
+                          "server; usb: the container owns the USB bus; none: virtual boards only)")
     run.add_argument("--workspace", default=".", metavar="DIR",
                      help="mounted at /workspace, where hil runs (default: .)")
     run.add_argument("--env", action="append", default=[], metavar="NAME",
@@ -62,7 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "container as its HIL_CACHE_DIR (default: $HIL_CACHE_DIR; none: the "
                           "cache dies with the container)")
     run.add_argument("--from", dest="from_results", metavar="RESULTS_JSON",
-                     help="replay the hil command recorded in this results.json")
+                     help="replay the hil command recorded in this results.json (shown first; "
+                          "it runs only with --yes)")
+    run.add_argument("--yes", action="store_true",
+                     help="with --from: run the recorded command (a results.json is input: its "
+                          "command may name a manifest that imports code, or flash boards)")
     parser.add_argument("hil_args", nargs=argparse.REMAINDER, metavar="-- HIL_ARGS",
                         help="hil's arguments inside the container (default: run)")
 
@@ -92,6 +102,9 @@ def _hil_args(args: argparse.Namespace) -> tuple[str, ...]:
         if not isinstance(command, list) or not all(isinstance(c, str) for c in command) or not command:
             raise UsageError(f"--from {path}: run.command is not a list of strings")
         extra = command[1:] if command[0] == "hil" else command
+        if not args.yes and not args.print_only:
+            raise UsageError(f"--from {path}: it would run `hil {shlex.join(extra or ['run'])}` in the "
+                             "container; read it (a manifest it names runs as code), then add --yes")
     return tuple(extra or ["run"])
 
 
@@ -149,7 +162,7 @@ def _replicate(args: argparse.Namespace) -> int:
             ensure_lease_dir()  # the printed command binds it
         sys.stdout.write(container.format_command(container.run_argv(run, args.docker)) + "\n")
         return 0
-    return container.run_container(run, on_output=_out)
+    return container.run_container(run, on_output=_out_of_hil)
 
 
 def _cache_dir(flag: str | None) -> Path | None:
@@ -164,6 +177,14 @@ def _cache_dir(flag: str | None) -> Path | None:
 def _out(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def _out_of_hil(line: str) -> None:
+    """A line of hil's output in the container: passed as it is (that hil keeps a board's text
+    from becoming a workflow command, and its own annotations must stay commands)."""
+    stream = trusted(sys.stdout)
+    stream.write(line + "\n")
+    stream.flush()
 
 
 def _err(line: str) -> None:

@@ -120,7 +120,7 @@ def check_wrapper(python: str | None = None) -> WrapperCheck:
     sdk = find_litecore()
     if sdk is None:
         return WrapperCheck(False, f"{SDK_ENV} is not set", fixes=(
-            "install LITECORE 1.1.0: scripts/install-litecore.sh --dest DIR --tarball "
+            "install LITECORE 1.1.0: scripts/install-litecore.sh --dest DIR --sha256 HEX --tarball "
             "ai-litecore-ubuntu2204-v1.1.0.tar.gz (or a folder unpacked with "
             "--strip-components=1: scripts/install-litecore.sh --verify DIR)",
             f"export {SDK_ENV}=DIR",

@@ -71,21 +71,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_boards import board_throughput, copies, lower_all, offhost_scaling  # noqa: E402
 
 UPSTREAM_WORKDIR = "/data/local/tmp/enn-executorch-test"
-_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 
 class MinimalClient:
     """The least a client can do for a case: see the module docstring."""
 
-    def __init__(self, server_port: int, serial: str) -> None:
-        self.address = ("127.0.0.1", server_port)
+    def __init__(self, server_socket: Path, serial: str) -> None:
+        self.address = str(server_socket)
+        """hil's private adb server's unix socket (hil/adbserver.py)."""
         self.serial = serial
         self._sync: socket.socket | None = None
         self._shell: socket.socket | None = None
 
     def _open(self, service: str) -> socket.socket:
-        sock = socket.create_connection(self.address)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(self.address)
         for request in (f"host:transport:{self.serial}", service):
             data = request.encode()
             sock.sendall(b"%04x" % len(data) + data)
@@ -97,8 +97,6 @@ class MinimalClient:
     def _exact(sock: socket.socket, size: int) -> bytes:
         data = b""
         while len(data) < size:
-            if _QUICKACK is not None:
-                sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
             chunk = sock.recv(size - len(data))
             if not chunk:
                 raise EOFError
@@ -298,7 +296,8 @@ def per_case(artifacts: list[Artifact], link: str, rounds: int, work: Path) -> d
                 device = adb.connect(process.address, timeout=60)
                 board = AdbBoard(f"bench-{kind}", process.address, device, "bench", VIRTUAL_RUNNER, 60)
                 board.prepare()
-                benches[kind] = _Bench(process, device, board, MinimalClient(adb.port, process.address))
+                client = MinimalClient(adb.socket_path, process.address)
+                benches[kind] = _Bench(process, device, board, client)
             shaped, bare = benches[link], benches["none"]
             for bench in benches.values():  # the first case of a board loads the delegate library
                 bench.board.run(artifacts[0], "warm", 1, 0)

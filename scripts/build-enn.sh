@@ -25,14 +25,16 @@
 #            the build, not the profile's name.
 #
 # usage: build-enn.sh --sdk DIR --build x86_64|android|all --out DIR
-#                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1]
-#                     [--ndk DIR | --ndk-url URL [--ndk-sha1 HEX]] [--python PY]
+#                     [--work DIR] [--src DIR] [--git URL] [--ref v1.5.1 --commit SHA]
+#                     [--ndk DIR | --ndk-url URL --ndk-sha1 HEX|unverified] [--python PY]
 #                     [--runner-profile hil|upstream]
 #   --sdk     LITECORE root (verified with install-litecore.sh --verify)
 #   --work    the ExecuTorch checkout to build in (kept between calls; default ./executorch)
 #   --src     copy this checkout (with submodules) into --work instead of cloning
-#   --git/--ref  clone REF of URL with submodules when --work has no checkout
-#                (default https://github.com/pytorch/executorch.git v1.5.1)
+#   --git/--ref/--commit  fetch COMMIT (REF's, checked) of URL with submodules when --work has
+#                no checkout (default https://github.com/pytorch/executorch.git v1.5.1, commit
+#                3b60683923245cf472b7323426920e15623ba361); another --ref needs its --commit
+#   --ndk-sha1   the NDK zip's published SHA-1 (required with --ndk-url; `unverified` to skip)
 #   --python  the Python with torch and executorch 1.5.1 (default: python3 on PATH)
 # Prints OUT on its last line. Exit codes: 0 built · 3 bad usage or input · other: the
 # build's own failure (its output is shown).
@@ -48,6 +50,8 @@ sdk= build= out= src= ndk= ndk_url= ndk_sha1=
 work=$PWD/executorch
 git_url=https://github.com/pytorch/executorch.git
 ref=v1.5.1
+commit=
+pinned_commit=3b60683923245cf472b7323426920e15623ba361  # v1.5.1 (executorch 1.5.1's version.py)
 python=python3
 runner_profile=hil
 
@@ -56,13 +60,13 @@ note() { echo "build-enn: $*" >&2; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    --sdk|--build|--out|--work|--src|--git|--ref|--ndk|--ndk-url|--ndk-sha1|--python|--runner-profile)
+    --sdk|--build|--out|--work|--src|--git|--ref|--commit|--ndk|--ndk-url|--ndk-sha1|--python|--runner-profile)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
         --sdk) sdk=$2 ;; --build) build=$2 ;; --out) out=$2 ;; --work) work=$2 ;;
         --src) src=$2 ;; --git) git_url=$2 ;; --ref) ref=$2 ;; --ndk) ndk=$2 ;;
         --ndk-url) ndk_url=$2 ;; --ndk-sha1) ndk_sha1=$2 ;; --python) python=$2 ;;
-        --runner-profile) runner_profile=$2 ;;
+        --runner-profile) runner_profile=$2 ;; --commit) commit=$2 ;;
       esac
       shift 2 ;;
     -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
@@ -79,6 +83,11 @@ case "$runner_profile" in
   hil|upstream) ;;
   *) die "--runner-profile: unknown profile '$runner_profile' (hil or upstream)" ;;
 esac
+if [ -z "$commit" ]; then
+  [ "$ref" = v1.5.1 ] || die "--ref $ref needs --commit SHA (ExecuTorch is fetched by commit)"
+  commit=$pinned_commit
+fi
+[[ "$commit" =~ ^[0-9a-f]{40}$ ]] || die "--commit: '$commit' is not a 40-hex commit"
 [ -n "$sdk" ] || die "--sdk is required (the LITECORE root)"
 [ -n "$out" ] || die "--out is required"
 installer=$here/install-litecore.sh
@@ -98,9 +107,12 @@ if [ ! -f "$work/backends/samsung/build.sh" ]; then
     die "--src $src is not an ExecuTorch checkout (no backends/samsung/build.sh)"
   else
     command -v git >/dev/null 2>&1 || die "git is needed to clone ExecuTorch (or give --src)"
-    note "cloning ExecuTorch $ref"
-    git clone --quiet --depth 1 --branch "$ref" "$git_url" "$work" \
-      || die "cannot clone $git_url at $ref (offline? give --src with a checkout)"
+    note "fetching ExecuTorch $ref (commit $commit)"
+    { git init --quiet "$work" && git -C "$work" remote add origin "$git_url" \
+        && git -C "$work" fetch --quiet --depth 1 origin "$commit" \
+        && git -C "$work" checkout --quiet FETCH_HEAD; } \
+      || die "cannot fetch $git_url at $commit ($ref) (offline? give --src with a checkout)"
+    [ "$(git -C "$work" rev-parse HEAD)" = "$commit" ] || die "$work is not at commit $commit"
     git -C "$work" submodule update --quiet --init --recursive --depth 1 \
       || git -C "$work" submodule update --quiet --init --recursive \
       || die "cannot fetch ExecuTorch's submodules"
@@ -147,14 +159,18 @@ fi
 if [ "$build" = android ] || [ "$build" = all ]; then
   if [ -z "$ndk" ]; then
     [ -n "$ndk_url" ] || die "--build android needs --ndk DIR or --ndk-url URL (NDK r28c)"
+    [ -n "$ndk_sha1" ] || die "--ndk-url needs --ndk-sha1 HEX (the published SHA-1 of the zip; unverified to skip)"
     command -v curl >/dev/null 2>&1 && command -v unzip >/dev/null 2>&1 \
       || die "curl and unzip are needed to fetch the NDK"
     note "downloading ${ndk_url##*/}"
     mkdir -p "$work/.ndk"
-    curl --fail --silent --show-error --location --retry 3 -o "$work/.ndk/ndk.zip" "$ndk_url" \
-      || die "cannot download the NDK from $ndk_url"
-    if [ -n "$ndk_sha1" ]; then
-      actual=$(sha1sum "$work/.ndk/ndk.zip" | cut -d' ' -f1)
+    curl --proto =https --proto-redir =https --fail --silent --show-error --location --retry 3 \
+        -o "$work/.ndk/ndk.zip" "$ndk_url" \
+      || die "cannot download the NDK from $ndk_url (https only)"
+    actual=$(sha1sum "$work/.ndk/ndk.zip" | cut -d' ' -f1)
+    if [ "$ndk_sha1" = unverified ]; then
+      note "the NDK zip is not verified (--ndk-sha1 unverified): sha1 $actual"
+    else
       [ "$actual" = "$ndk_sha1" ] || die "NDK checksum mismatch: sha1 $actual, expected $ndk_sha1"
     fi
     unzip -q -o "$work/.ndk/ndk.zip" -d "$work/.ndk"

@@ -3,8 +3,10 @@
 # builds against. Prints the SDK root on its last line (use it as EXYNOS_AI_LITECORE_ROOT).
 #
 # usage:
-#   install-litecore.sh --dest DIR [--version 1.1.0] [--sha256 HEX] SOURCE...
+#   install-litecore.sh --dest DIR [--version 1.1.0] --sha256 HEX|unverified SOURCE...
 #   install-litecore.sh --verify ROOT [--version 1.1.0]
+# --sha256 is required: the tarball's SHA-256 (Samsung publishes none that hil could pin), or
+# `unverified` to install a tarball unchecked, said on stderr.
 # SOURCE, first usable one wins:
 #   --tarball FILE        a local ai-litecore-*.tar.gz
 #   --tarball-dir DIR     a folder holding exactly one ai-litecore-*.tar.gz (skipped when empty)
@@ -12,7 +14,11 @@
 #                         download with the header `apikey: <key>`; the key is read from FILE
 #                         (a BuildKit secret, /run/secrets/litecore_apikey) and piped to curl:
 #                         it is never an argument, an environment variable or printed.
-#                         Skipped when FILE is missing or empty.
+#                         Skipped when FILE is missing or empty. https only, redirects too
+#                         (curl --proto =https); a redirect is followed by hand, and the key
+#                         goes only to the URL's own origin (scheme, host, port): another
+#                         host (a CDN's signed link) gets the request without it.
+#                         CURL_CA_BUNDLE names extra CA certificates, as for curl.
 # Layouts: the tarball as downloaded (one top folder, any name, stripped like ExecuTorch CI's
 # `tar --strip-components=1`; or the SDK's folders at the top), and for --verify a folder
 # unpacked with --strip-components=1 (any name). The version comes from ROOT/.litecore-version
@@ -116,6 +122,49 @@ if [ -n "$verify" ]; then
 fi
 
 [ -n "$dest" ] || die "--dest is required (or --verify ROOT)"
+case "${sha256,,}" in
+  unverified) ;;
+  "") die "--sha256 is required: the tarball's SHA-256 (docker build: --build-arg LITECORE_SHA256=HEX), or unverified to install it unchecked" ;;
+  *) [[ "${sha256,,}" =~ ^[0-9a-f]{64}$ ]] || die "--sha256: '$sha256' is not 64 hex digits (or unverified)" ;;
+esac
+
+# origin_of URL: scheme://host[:port] of URL, lower-cased (the key's only destination).
+origin_of() {
+  local rest=${1#*://}
+  rest=${rest%%[/?#]*}
+  printf '%s://%s' "${1%%://*}" "${rest,,}" | tr '[:upper:]' '[:lower:]'
+}
+
+# download URL FILE: GET URL into FILE over https only, following up to 5 redirects by hand:
+# the apikey header (from stdin: never in curl's arguments) goes only to URL's own origin.
+download() {
+  local current=$1 origin hops=0 reply code next
+  origin=$(origin_of "$1")
+  while :; do
+    case "$current" in
+      https://*) ;;
+      *) die "download of ${url##*/}: refusing ${current%%[?#]*} (redirect $hops): LITECORE is fetched over https only, the API key never leaves it" ;;
+    esac
+    if [ "$(origin_of "$current")" = "$origin" ]; then
+      reply=$({ printf 'apikey: '; tr -d '\r\n' <"$apikey_file"; printf '\n'; } \
+        | curl --proto =https --proto-redir =https --silent --show-error --retry 3 -H @- \
+            -o "$2" -w '%{http_code} %{redirect_url}' "$current") || return 1
+    else
+      reply=$(curl --proto =https --proto-redir =https --silent --show-error --retry 3 \
+        -o "$2" -w '%{http_code} %{redirect_url}' "$current") || return 1
+    fi
+    code=${reply%% *}
+    next=${reply#* }
+    case "$code" in
+      2??) return 0 ;;
+      301|302|303|307|308)
+        hops=$((hops + 1))
+        [ -n "$next" ] && [ "$hops" -le 5 ] || return 1
+        current=$next ;;
+      *) die "download of ${url##*/} failed: HTTP $code from ${current%%[?#]*} (check the API key and the URL)" ;;
+    esac
+  done
+}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/litecore.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -137,16 +186,14 @@ elif [ -n "$url" ] && [ -n "$apikey_file" ] && [ -s "$apikey_file" ]; then
   command -v curl >/dev/null 2>&1 || die "curl is needed to download LITECORE"
   note "downloading ${url##*/}"
   tarball=$work/${url##*/}
-  # Header from stdin (-H @-): the key never appears in curl's argument list.
-  if ! { printf 'apikey: '; tr -d '\r\n' <"$apikey_file"; printf '\n'; } \
-      | curl --fail --silent --show-error --location --retry 3 -H @- -o "$tarball" "$url"; then
-    die "download of ${url##*/} failed (check the API key and the URL)"
-  fi
+  download "$url" "$tarball" || die "download of ${url##*/} failed (check the API key and the URL)"
 else
   die "no LITECORE source: give --tarball FILE, a --tarball-dir with the SDK tarball, or --url with a non-empty --apikey-file (BuildKit: --secret id=litecore_apikey,env=KEY or src=FILE)"
 fi
 
-if [ -n "$sha256" ]; then
+if [ "$sha256" = unverified ]; then
+  note "${tarball##*/}: not verified (--sha256 unverified): sha256 $(sha256sum "$tarball" | cut -d' ' -f1)"
+else
   actual=$(sha256sum "$tarball" | cut -d' ' -f1)
   [ "$actual" = "${sha256,,}" ] || die "checksum mismatch for ${tarball##*/}: sha256 $actual, expected $sha256"
 fi

@@ -47,6 +47,12 @@ class LabServer:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def public_key(self) -> Path:
+        """The public half of the key the server signs with (the user's `~/.android/adbkey`,
+        made by the server at its start): what a lab's boards trust, as a user accepts it."""
+        return Path(os.environ.get("HOME") or Path.home()) / ".android" / "adbkey.pub"
+
+    @property
     def pid(self) -> int:
         return self.process.pid
 

@@ -30,7 +30,7 @@ def run_step(tmp_path: Path, inputs: dict[str, str], files: dict[str, bytes]) ->
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> {calls}\necho "-- end" >> {calls}\n')
     fake.chmod(0o755)
     outputs = {"setup.outputs.hil": str(fake), "setup.outputs.python": sys.executable,
-               "image.outputs.image": "img:1", "plan.outputs.boards": "R3CX1",
+               "image.outputs.image": "img:1", "plan.outputs.boards": "R3CX1", "plan.outputs.access": "host-adb",
                "setup.outputs.launcher-image": ""}
 
     def value(match: re.Match[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from hil import container
 from hil.adbserver import SERVER_ENV, AdbServer, lab_server_from_env, server_choice
 from hil.errors import UsageError
+from tests.second_user import as_second_user, needs_root
 
 
 @pytest.mark.parametrize(("environ", "server"), [
@@ -69,31 +71,38 @@ def test_replicate_passes_adbs_variables_into_the_container_by_name(monkeypatch)
 
 
 def test_adb_servers_the_tests_start_leave_nothing_in_the_users_home() -> None:
-    # adb 29 writes ~/.android/adb.<port> (the server's path) per server: 89 such files after
-    # one test run, before the session's HOME was its own
+    # adb 29 writes ~/.android/adb.<port> (the server's path) per TCP server: 89 such files
+    # after one test run, before the session's HOME was its own and the private server's socket
     user_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
     user_files = set((user_home / ".android").glob("adb.*"))  # other processes' may be there
     with AdbServer(socket_timeout=10.0) as server:
-        port_file = user_home / ".android" / f"adb.{server.port}"
-        stat_before = port_file.stat() if port_file.exists() else None
-    assert (port_file.stat() if port_file.exists() else None) == stat_before
+        assert server.client.server_version() > 0
+    assert set((user_home / ".android").glob("adb.*")) <= user_files
     assert Path(os.environ["HOME"]) != user_home
-    assert port_file in user_files or not port_file.exists()
 
 
-def test_a_private_server_takes_its_port_file_away_when_it_stops(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # run by a user (HOME the user's), each private server's adb.<port> stayed in ~/.android:
-    # one more per run, hundreds after a day of runs
+@needs_root
+def test_no_other_user_reaches_hils_private_adb_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """adb's server protocol has no authentication: on a TCP port of 127.0.0.1 any local user
+    could drive the boards it holds. The private server listens on a unix socket in a folder
+    only its user may enter, writes no adb.<port> file, and leaves nothing behind."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("ANDROID_USER_HOME", raising=False)
-    monkeypatch.delenv("ANDROID_SDK_HOME", raising=False)
     (tmp_path / ".android").mkdir()
-    kept = tmp_path / ".android" / "adb.1"  # someone else's: stays
-    kept.write_text("/usr/bin/adb")
     with AdbServer(socket_timeout=10.0) as server:
-        written = tmp_path / ".android" / f"adb.{server.port}"
-        assert written.exists()  # adb 29 writes it: the test sees the real thing
-    assert not written.exists()
-    assert kept.read_text() == "/usr/bin/adb"
+        folder = server.socket_path.parent
+        assert server.address == f"localfilesystem:{server.socket_path}"
+        assert folder.stat().st_mode & 0o777 == 0o700 and folder.stat().st_uid == os.geteuid()
+
+        def ask_version() -> None:  # uid 4321: adb's `host:version` request, by hand
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                try:
+                    conn.connect(str(server.socket_path))
+                except PermissionError:
+                    return
+                conn.sendall(b"000chost:version")
+                raise AssertionError(f"uid 4321 reached the server: {conn.recv(64)!r}")
+
+        as_second_user(ask_version)
+        assert list((tmp_path / ".android").glob("adb.*")) == []
+    assert not folder.exists()

@@ -55,7 +55,7 @@ def test_no_sdk_is_not_available_and_says_how_to_install(monkeypatch):
     monkeypatch.delenv("EXYNOS_AI_LITECORE_ROOT", raising=False)
     check = sdk.check_wrapper()
     assert not check.ok and check.error == "EXYNOS_AI_LITECORE_ROOT is not set"
-    assert "scripts/install-litecore.sh --dest DIR --tarball" in check.fixes[0]
+    assert "scripts/install-litecore.sh --dest DIR --sha256 HEX --tarball" in check.fixes[0]
     assert not sdk.enn_adaptor_available()
     with pytest.raises(UsageError, match="^LITECORE SDK not found: set EXYNOS_AI_LITECORE_ROOT"):
         sdk.require_enn_adaptor()

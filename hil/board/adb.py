@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import adbutils
 
 from hil.attention import NeedsPerson
+from hil.board import limits
 from hil.board.commands import device_command, safe_name
 from hil.board.connection import shell_v2
 from hil.board.console import Console, ConsoleCrash
@@ -345,6 +346,8 @@ class AdbBoard:
             result = kept.run(device_command(*chain), watch.poll, self._announce_cooldown, watch.heard)
         except ADB_ERRORS as exc:
             raise InfraError(f"{self.name}: run shell failed: {type(exc).__name__}: {exc}") from exc
+        except limits.BoardOverflow as exc:
+            raise limits.BoardOverflow(f"{self.name}: run shell: {exc}") from exc
         finally:
             self.running_case = None
         self._runner_started = None  # the run shell has returned: no runner of it runs
@@ -376,10 +379,15 @@ class AdbBoard:
             names = [f"out/output_{i}.bin" for i in range(len(artifact.outputs))]
             names += [posixpath.join(RUNS_FOLDER, str(i), STATISTICS_FILE) for i in range(iterations)]
             remotes = [posixpath.join(case_dir, name) for name in names]
-            try:
-                pulled = sync.pull(remotes)
+            sizes = {remote: limits.STATISTICS_MAX for remote in remotes[len(artifact.outputs):]}
+            sizes.update((remote, meta.nbytes) for remote, meta in zip(remotes, artifact.outputs,
+                                                                       strict=False))
+            try:  # each file its expected size (plus slack): what a board sends is bounded (limits.py)
+                pulled = sync.pull(remotes, sizes)
             except ADB_ERRORS as exc:
                 raise InfraError(f"{self.name}: pull failed: {type(exc).__name__}: {exc}") from exc
+            except limits.BoardOverflow as exc:
+                raise limits.BoardOverflow(f"{self.name}: pull: {exc}") from exc
             outputs = [pulled[remote] for remote in remotes[: len(artifact.outputs)]]
             statistics = [pulled[remote] for remote in remotes[len(artifact.outputs) :]]
         pull_s = time.perf_counter() - start

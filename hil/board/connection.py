@@ -40,6 +40,8 @@ from collections.abc import Callable
 
 import adbutils
 
+from hil.board import limits
+
 SHELL_STDIN, SHELL_STDOUT, SHELL_STDERR, SHELL_EXIT, SHELL_CLOSE_STDIN = 0, 1, 2, 3, 4
 """Shell v2 packet ids (reference/adb-protocol.md; AOSP `adb/shell_protocol.h`)."""
 SHELL_HEADER = struct.Struct("<BI")
@@ -48,17 +50,27 @@ _RECV_SIZE = 256 * 1024
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 
 
-def _server_of(device: adbutils.AdbDevice) -> tuple[str, int]:
-    """The adb server the device belongs to. adbutils keeps its client in a private
-    attribute and has no accessor for it; the host and port are public on the client."""
+def _server_of(device: adbutils.AdbDevice) -> tuple[str, int] | str:
+    """The adb server the device belongs to: (host, port), or the unix socket of hil's private
+    server (`hil/adbserver.py`). adbutils keeps its client in a private attribute and has no
+    accessor for it; the host and port are public on the client."""
     client = device._client  # noqa: SLF001 - see above
-    return client.host, client.port
+    return getattr(client, "unix_path", None) or (client.host, client.port)
 
 
-def _connect(address: tuple[str, int], timeout: float) -> socket.socket:
-    """A TCP connection to the adb server; an address given as an IP (a private server's
-    127.0.0.1) is connected to directly, without `getaddrinfo` (two a case, each a measurable
-    share of hil's CPU per case)."""
+def _connect(address: tuple[str, int] | str, timeout: float) -> socket.socket:
+    """A connection to the adb server: its unix socket, or TCP; an address given as an IP is
+    connected to directly, without `getaddrinfo` (two a case, each a measurable share of hil's
+    CPU per case)."""
+    if isinstance(address, str):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
     host, port = address
     family = _ip_family(host)
     if family is None:
@@ -91,8 +103,10 @@ class ServiceConnection:
         self._buffer = bytearray()
         self._timeout = timeout
         self.sock = _connect(_server_of(device), timeout)
+        self._tcp = self.sock.family != socket.AF_UNIX
         try:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tcp:
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             # non-blocking, each wait explicit (`_wait`): a socket with a timeout polls before
             # every recv and send, a system call (and a GIL hand-off) more per packet
             self.sock.setblocking(False)
@@ -147,7 +161,7 @@ class ServiceConnection:
         """Exactly `size` bytes; EOFError when the connection ends first, TimeoutError when
         nothing arrives for the idle timeout."""
         while len(self._buffer) < size:
-            if _QUICKACK is not None:
+            if _QUICKACK is not None and self._tcp:
                 self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
             try:
                 chunk = self.sock.recv(max(size - len(self._buffer), _RECV_SIZE))
@@ -198,7 +212,8 @@ def shell_v2(
             while poll is not None and not connection.wait_readable(poll()):
                 pass
             kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
-            data = connection.read_exact(length) if length else b""
+            data = connection.read_exact(limits.shell_packet(length)) if length else b""
+            limits.shell_output(len(output) + len(data))  # bounded (limits.py)
             if kind == SHELL_STDOUT:
                 stdout += data
                 output += data

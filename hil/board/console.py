@@ -34,6 +34,7 @@ from typing import IO, Protocol
 import serial
 import serial.serialposix
 
+from hil.board.limits import CONSOLE_LINE_MAX
 from hil.errors import InfraError
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,11 @@ CRASH_PATTERNS: tuple[str, ...] = (
     r"\b(npu|enn)\b.{0,60}\b(fault|panic|hang|timed? ?out|abort)",
 )
 """Console lines that mean the board (not the model) failed; matched case-insensitively."""
+
+CUT_MARK = b" [... cut: the line went on]"
+OVERLONG_LINE = (f"a line of more than {CONSOLE_LINE_MAX // 1024} KiB without a newline: cut "
+                 "(the board's UART floods; hil keeps at most that of a line)")
+"""What a case ending in ERROR_INFRA is told of such a line (`crash_line`)."""
 
 KEEP_LINES = 2000
 """Console lines kept in memory for excerpts (older ones are only in the log file): ten
@@ -125,6 +131,8 @@ class SerialConsole:
         """(line number, line) of each crash line seen, matched once, by the reader."""
         self._count = 0
         self._partial = b""
+        self._cutting = False
+        """Dropping the rest of a line cut at CONSOLE_LINE_MAX, up to its newline."""
         self._cycles = 0
         self._cond = threading.Condition()
         self._read_lock = threading.Lock()
@@ -228,9 +236,19 @@ class SerialConsole:
             self._cond.notify_all()
 
     def _take(self, data: bytes) -> None:
-        *complete, self._partial = (self._partial + data).split(b"\n")
+        *complete, partial = (self._partial + data).split(b"\n")
+        if self._cutting and complete:  # the rest of a line cut at CONSOLE_LINE_MAX: dropped
+            complete.pop(0)
+            self._cutting = False
+        cut = not self._cutting and len(partial) > CONSOLE_LINE_MAX
+        if cut:  # a line without its end in sight: what hil keeps of it is bounded
+            complete.append(partial[:CONSOLE_LINE_MAX] + CUT_MARK)
+            self._cutting = True
+        self._partial = b"" if self._cutting else partial
         lines = [raw.rstrip(b"\r").decode("utf-8", "replace") for raw in complete]
         crashes = [(index, line) for index, line in enumerate(lines) if self._crash.search(line)]
+        if cut:
+            crashes.append((len(lines) - 1, OVERLONG_LINE))
         with self._cond:
             self._crashes.extend((self._count + index, line) for index, line in crashes)
             self._lines.extend(lines)

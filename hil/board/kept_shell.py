@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import adbutils
 
+from hil.board import limits
 from hil.board.connection import (
     SHELL_EXIT,
     SHELL_HEADER,
@@ -114,7 +115,12 @@ class KeptShell:
             if not connection.wait_readable(poll()):
                 continue
             kind, length = SHELL_HEADER.unpack(connection.read_exact(SHELL_HEADER.size))
-            data = connection.read_exact(length) if length else b""
+            try:  # what the board may send is bounded (limits.py)
+                data = connection.read_exact(limits.shell_packet(length)) if length else b""
+                limits.shell_output(len(stdout) + len(stderr) + len(data))
+            except limits.BoardOverflow:
+                self.close()  # out of step, and the board keeps writing: adbd ends the sh
+                raise
             if heard is not None:
                 heard()
             if kind == SHELL_STDOUT:

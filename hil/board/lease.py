@@ -13,12 +13,22 @@ the host of their adb server, so they are prefixed with that host.
 
 Leases exclude the hil processes of one host (several runner instances sharing a lab). Runs
 on two hosts that both reach one board through a lab server are not excluded by this.
+
+On a host several users share, the folder and its files are checked before hil writes:
+the folder must be a real folder (not a symbolic link) owned by root or by the user, and
+sticky when others may write to it (`1777`, as `/tmp`: nobody removes or replaces another's
+file); a lease file is opened with `O_NOFOLLOW` (a symbolic link planted under a lease name is
+refused, not followed) and must be a regular file with one link, owned by the user or root,
+or shared (mode `0666`, as hil makes them). hil changes the mode only of a file it has just
+created. Anything else refuses the lease with one line naming the folder. Each lease file
+shows every local user the run id, pid, host name, start time and board key of its holder.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -26,6 +36,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hil.errors import InfraError
+from hil.errors import InfraError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,8 @@ LEASE_DIR_ENV = "HIL_LEASE_DIR"
 DEFAULT_LEASE_DIR = Path("/tmp/exynos-hil-leases")  # noqa: S108 - shared by design, mode 1777
 POLL_S = 0.25
 """Seconds between two tries at a busy board."""
+MAX_LEASE_BYTES = 4096
+"""The most of a lease file read (what hil writes is about 150 bytes)."""
 
 
 def lease_dir() -> Path:
@@ -48,14 +61,40 @@ def lease_dir() -> Path:
     return Path(os.environ.get(LEASE_DIR_ENV) or DEFAULT_LEASE_DIR)
 
 
+class UnsafeLeaseDir(UsageError):
+    """The lease folder is not safe to write in (another user could redirect hil's writes)."""
+
+
 def ensure_lease_dir(folder: Path | None = None) -> Path:
-    """Create the lease folder, writable by every user (sticky, like /tmp)."""
+    """Create the lease folder (writable by every user and sticky, like /tmp) unless it
+    exists, then check it (`check_lease_dir`). UnsafeLeaseDir naming the folder otherwise."""
     folder = folder or lease_dir()
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # someone else's folder: use it as it is
-            folder.chmod(0o1777)
+    if not os.path.lexists(folder):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another run made it meanwhile: checked below
+            folder.mkdir()
+            os.chmod(folder, 0o1777)  # noqa: S103 - shared by design, sticky
+    check_lease_dir(folder)
     return folder
+
+
+def check_lease_dir(folder: Path) -> None:
+    """UnsafeLeaseDir unless `folder` is a real folder owned by root or by this user, and
+    sticky when group or others may write to it."""
+    try:
+        info = os.lstat(folder)
+    except OSError as exc:
+        raise UnsafeLeaseDir(f"lease folder {folder}: {exc.strerror}") from exc
+    fix = f"set {LEASE_DIR_ENV} to a folder of your own, or have root make it: install -d -m 1777 {folder}"
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a folder"
+        raise UnsafeLeaseDir(f"lease folder {folder} is {kind}: refused ({fix})")
+    if info.st_uid not in (0, os.geteuid()):
+        raise UnsafeLeaseDir(f"lease folder {folder} belongs to uid {info.st_uid}, not root or you "
+                             f"(uid {os.geteuid()}): refused ({fix})")
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise UnsafeLeaseDir(f"lease folder {folder} is writable by others (mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}) and not sticky: refused ({fix})")
 
 
 def is_loopback(host: str) -> bool:
@@ -120,12 +159,73 @@ class Lease:
 
 
 def read_holder(path: Path) -> Holder | None:
-    """The holder written in a lease file; None when empty or unreadable."""
+    """The holder written in a lease file; None when empty, unreadable or not a regular file
+    (a symbolic link is not followed)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8") or "null")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return _holder_in(fd)
+    finally:
+        os.close(fd)
+
+
+def _holder_in(fd: int) -> Holder | None:
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = json.loads(os.pread(fd, MAX_LEASE_BYTES, 0).decode("utf-8") or "null")
         return Holder(str(data["run"]), int(data["pid"]), str(data["host"]), str(data["since"]))
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def _open_lease(key: str, path: Path) -> int:
+    """The lease file's descriptor, read-write: opened without following a symbolic link,
+    created (mode 0666, so another user's run can take the board over) when missing, and
+    checked (`_check_lease_file`). InfraError naming the folder when it is refused."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    for _ in range(10):  # a file removed or created meanwhile: look again
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise _refused(key, path, exc.strerror or str(exc)) from exc
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o666)  # ours, just made: the umask took bits hil means to share
+            return fd
+        except OSError as exc:
+            reason = "it is a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+            raise _refused(key, path, reason) from exc
+        try:
+            _check_lease_file(os.fstat(fd))
+        except ValueError as exc:
+            os.close(fd)
+            raise _refused(key, path, str(exc)) from None
+        return fd
+    raise _refused(key, path, "it keeps changing")
+
+
+def _check_lease_file(info: os.stat_result) -> None:
+    """ValueError unless a regular file with one link, owned by this user or root, or shared
+    (writable by every user: a lease file hil made)."""
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError("it is not a regular file")
+    if info.st_nlink != 1:
+        raise ValueError(f"it has {info.st_nlink} hard links")
+    if info.st_uid not in (0, os.geteuid()) and stat.S_IMODE(info.st_mode) & 0o666 != 0o666:
+        raise ValueError(f"it belongs to uid {info.st_uid} and is not shared "
+                         f"(mode {stat.S_IMODE(info.st_mode):04o})")
+
+
+def _refused(key: str, path: Path, reason: str) -> InfraError:
+    return InfraError(f"lease of {key}: refused: {path.name} in lease folder {path.parent}: {reason} "
+                      "(another user's file? remove it, or set HIL_LEASE_DIR)")
 
 
 def holder_of(key: str, folder: Path | None = None) -> Holder | None:
@@ -144,13 +244,11 @@ def acquire(
     """Take the lease of `key`, waiting up to `wait_s` seconds while another process holds
     it (`on_busy(holder)` is called once, when the wait starts). InfraError naming the holder
     when it is still busy after the wait (or when `cancelled` is set)."""
-    path = ensure_lease_dir(folder) / _file_name(key)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise InfraError(f"lease of {key}: cannot open {path}: {exc}") from exc
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o666)  # another user's run must be able to take it over
+        path = ensure_lease_dir(folder) / _file_name(key)
+    except UnsafeLeaseDir as exc:
+        raise InfraError(f"lease of {key}: {exc}") from exc
+    fd = _open_lease(key, path)
     start = time.monotonic()
     holder: Holder | None = None
     while True:
@@ -162,7 +260,7 @@ def acquire(
         except OSError as exc:
             os.close(fd)
             raise InfraError(f"lease of {key}: cannot lock {path}: {exc}") from exc
-        current = read_holder(path)
+        current = _holder_in(fd)
         if holder is None:
             holder = current or Holder("?", 0, "?", "?")
             if on_busy is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, AdbServer, LabAdbServer
+from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, UNIX_SOCKET, AdbServer, LabAdbServer
 from hil.board.inventory import InventoryEntry
 from hil.board.lease import board_key
 from hil.board.recovery import ServerKeeper
@@ -64,7 +64,8 @@ class BoardServers:
     def lease_key(self, entry: InventoryEntry) -> str:
         """The key of `entry`'s lease (`hil.board.lease.board_key`)."""
         address = self.address_for(entry)
-        return board_key(entry.adb, address.rpartition(":")[0] if address else None)
+        on_host = address is None or address.startswith(UNIX_SOCKET)  # a unix socket: this host's
+        return board_key(entry.adb, None if on_host else address.rpartition(":")[0])
 
     def server_for(self, entry: InventoryEntry) -> Server:
         """The (started, answering) server of `entry`; InfraError when it does not answer."""

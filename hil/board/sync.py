@@ -17,11 +17,12 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import adbutils
 
+from hil.board import limits
 from hil.board.connection import ServiceConnection
 
 CHUNK = 64 * 1024
@@ -114,10 +115,14 @@ class SyncSession:
                 raise
         return struct.unpack("<I", reply[4:8])[0]
 
-    def pull(self, remotes: Sequence[str]) -> dict[str, bytes | None]:
+    def pull(
+        self, remotes: Sequence[str], expected: Mapping[str, int] | None = None
+    ) -> dict[str, bytes | None]:
         """Pull files, every request sent before the first answer is read; a file the board
         does not have maps to None (and costs a new connection for the files after it: adbd
-        ends the session after a FAIL)."""
+        ends the session after a FAIL). `expected`: sizes hil knows; a file may hold that
+        plus `limits.PULL_SLACK` (`limits.PULL_MAX` when unknown), else BoardOverflow."""
+        expected = expected or {}
         found: dict[str, bytes | None] = {}
         with self._lock:
             pending = list(remotes)
@@ -127,7 +132,7 @@ class SyncSession:
                     connection.sendall(b"".join(_request(b"RECV", remote) for remote in pending))
                     while pending:
                         remote = pending.pop(0)
-                        found[remote] = _receive(connection)
+                        found[remote] = _receive(connection, remote, limits.pull_limit(expected.get(remote)))
                         if found[remote] is None:
                             self._drop()  # adbd ended the session: the rest on a new one
                             break
@@ -175,11 +180,12 @@ def push_files(
 
 
 def pull_files(
-    device: adbutils.AdbDevice, remotes: Sequence[str], timeout: float = 30.0
+    device: adbutils.AdbDevice, remotes: Sequence[str], timeout: float = 30.0,
+    expected: Mapping[str, int] | None = None,
 ) -> dict[str, bytes | None]:
     """`SyncSession.pull` in a connection of its own."""
     with SyncSession(device, timeout) as session:
-        return session.pull(remotes)
+        return session.pull(remotes, expected)
 
 
 def _push(connection: ServiceConnection, files: Sequence[tuple[Path | bytes, str, int]]) -> int:
@@ -211,7 +217,7 @@ def _push(connection: ServiceConnection, files: Sequence[tuple[Path | bytes, str
                 raise cut from None
             raise
         if status[:4] == b"FAIL":
-            length = struct.unpack("<I", status[4:])[0]
+            length = _data_length(struct.unpack("<I", status[4:])[0], remote)
             message = connection.read_exact(length).decode("utf-8", "replace")
             raise SyncFailed(f"push {remote}: {message}")
         if status[:4] != b"OKAY":
@@ -234,17 +240,31 @@ def _chunks(local: Path | bytes) -> Iterator[bytes]:
         os.close(fd)
 
 
-def _receive(connection: ServiceConnection) -> bytes | None:
+def _data_length(length: int, remote: str) -> int:
+    """A sync DATA or FAIL payload's announced length; BoardOverflow past SYNC_DATA_MAX."""
+    if length > limits.SYNC_DATA_MAX:
+        raise limits.BoardOverflow(f"{remote}: the board announced a sync payload of {length} bytes "
+                                   f"(adbd sends at most {limits.SYNC_DATA_MAX}): not read")
+    return length
+
+
+def _receive(connection: ServiceConnection, remote: str, limit: int) -> bytes | None:
+    """One RECV's file (None: the board's FAIL); BoardOverflow past `limit` bytes."""
     parts: list[bytes] = []
+    total = 0
     while True:
         header = connection.read_exact(8)
         kind, length = header[:4], struct.unpack("<I", header[4:])[0]
         if kind == b"DATA":
+            total += _data_length(length, remote)
+            if total > limit:
+                raise limits.BoardOverflow(f"{remote}: the board sent more than {limit} bytes for it "
+                                           "(its expected size and some slack): stopped reading")
             parts.append(connection.read_exact(length))
         elif kind == b"DONE":
             return b"".join(parts)
         elif kind == b"FAIL":
-            connection.read_exact(length)
+            connection.read_exact(_data_length(length, remote))
             return None
         else:
             raise adbutils.AdbError(f"unexpected sync reply {kind!r}")

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from hil.devicefarm.session import FINAL_FILE, Session
+from hil.errors import UsageError
 from hil.pids import pid_alive
 
 PROG = "devicefarm-cli"
@@ -79,7 +79,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    session = Session.current()
+    try:
+        session = Session.current()
+    except UsageError as exc:  # a sessions folder that is not private (hil/devicefarm/session.py)
+        _say(f"{PROG}: {exc}", sys.stderr)
+        return 1
     try:
         if args.enqueue:
             return enqueue_or_record(session)
@@ -153,8 +157,8 @@ def enqueue(session: Session) -> int:
         "idle_s": _number("HIL_DEVICEFARM_IDLE_S", 7200.0),
         "timeout_s": _number("HIL_DEVICEFARM_TIMEOUT_S", 600.0),
     }
-    (session.folder / "request.json").write_text(json.dumps(request) + "\n", encoding="utf-8")
-    with session.log.open("ab") as log_file:
+    session.write("request.json", request)
+    with session.open_log() as log_file:
         process = subprocess.Popen(  # detached: it outlives this process, holds nothing of ours
             [sys.executable, "-m", "hil.devicefarm.holder", str(session.folder)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,

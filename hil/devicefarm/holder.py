@@ -84,10 +84,10 @@ def _pull(board: AdbBoard, source: str, destination: str) -> dict[str, Any]:
         if top.mode == 0:
             raise RequestFailed(f"-D: no such file or folder on {board.name}: {source}")
         if stat.S_ISDIR(top.mode):
-            files = _tree(board, source)
+            sizes = _tree(board, source)
         else:
-            files = [source]
-        pulled = pull_files(board.device, files, timeout=board.idle_timeout_s)
+            sizes = {source: top.size}
+        pulled = pull_files(board.device, list(sizes), timeout=board.idle_timeout_s, expected=sizes)
     except ADB_ERRORS as exc:
         raise InfraError(f"{board.name}: pull failed: {type(exc).__name__}: {exc}") from exc
     missing = [remote for remote, data in pulled.items() if data is None]
@@ -95,26 +95,33 @@ def _pull(board: AdbBoard, source: str, destination: str) -> dict[str, Any]:
         raise RequestFailed(f"-D: cannot read {missing[0]} on {board.name}")
     (target if stat.S_ISDIR(top.mode) else target.parent).mkdir(parents=True, exist_ok=True)
     total = 0
+    inside = target.resolve() if stat.S_ISDIR(top.mode) else target.parent.resolve()
     for remote, data in pulled.items():
         assert data is not None
         local = target / posixpath.relpath(remote, source) if remote != source else target
+        if not local.parent.resolve().is_relative_to(inside) or local.is_symlink():
+            raise RequestFailed(f"-D: {remote} would be written outside {target}: refused")
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_bytes(data)
         total += len(data)
     return {"local": str(target), "files": len(pulled), "bytes": total}
 
 
-def _tree(board: AdbBoard, folder: str) -> list[str]:
-    """Every regular file below `folder` on the board (sync LIST, recursively)."""
-    files: list[str] = []
+def _tree(board: AdbBoard, folder: str) -> dict[str, int]:
+    """Every regular file below `folder` on the board (sync LIST, recursively), with the size
+    the board listed. A name with a `/` or that is `..` is refused: a board's LIST names
+    entries of one folder, and such a name would lead the copy out of its destination."""
+    files: dict[str, int] = {}
     for entry in board.device.sync.list(folder):
         if entry.path in (".", ".."):
             continue
+        if "/" in entry.path or ".." in entry.path.split("/") or "\0" in entry.path:
+            raise RequestFailed(f"-D: the board listed {entry.path!r} in {folder}: not a file name, refused")
         remote = posixpath.join(folder, entry.path)
         if stat.S_ISDIR(entry.mode):
-            files += _tree(board, remote)
+            files.update(_tree(board, remote))
         elif stat.S_ISREG(entry.mode):
-            files.append(remote)
+            files[remote] = entry.size
     return files
 
 

@@ -2,9 +2,14 @@
 
 ```
 HIL_DEVICEFARM_SESSION, else gh-<GITHUB_RUN_ID>-<GITHUB_RUN_ATTEMPT>-<GITHUB_JOB>, else <user>-<cwd hash>
-   ─► folder  $HIL_DEVICEFARM_DIR | $XDG_RUNTIME_DIR/hil-devicefarm | $HIL_LEASE_DIR/devicefarm-<uid>
+   ─► folder  $HIL_DEVICEFARM_DIR | $XDG_RUNTIME_DIR/hil-devicefarm | <temp dir>/hil-devicefarm-<uid>
               /<session slug>/  holder.sock  holder.json  holder.log  final.json  console/
 ```
+
+The sessions' folder is private to the user: hil creates it with mode 0700 and refuses it
+(UsageError naming it) unless it is a real folder the user owns that nobody else may write to
+(a folder another user made first, a symbolic link, mode 0770...), as tmux checks its own.
+A session's files are written without following symbolic links.
 
 `holder.json` says who holds (pid, board spec, since); `final.json` is the holder's last word
 when it ends without a `-d` (the board never came up, was lost, or the idle time ran out), so a
@@ -20,12 +25,14 @@ import json
 import os
 import re
 import socket
+import stat
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from hil.board.lease import lease_dir
+from hil.errors import UsageError
 
 SESSION_ENV = "HIL_DEVICEFARM_SESSION"
 DIR_ENV = "HIL_DEVICEFARM_DIR"
@@ -53,13 +60,41 @@ def _user() -> str:
 
 
 def sessions_root(env: dict[str, str] | None = None) -> Path:
-    """Where this user's sessions live (private to the user: mode 0700)."""
+    """Where this user's sessions live (private to the user: mode 0700, `private_folder`)."""
     env = dict(os.environ) if env is None else env
     if env.get(DIR_ENV):
         return Path(env[DIR_ENV])
-    if env.get("XDG_RUNTIME_DIR") and Path(env["XDG_RUNTIME_DIR"]).is_dir():
-        return Path(env["XDG_RUNTIME_DIR"]) / "hil-devicefarm"
-    return lease_dir() / f"devicefarm-{os.getuid()}"
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and _is_private(Path(runtime)):
+        return Path(runtime) / "hil-devicefarm"
+    return Path(tempfile.gettempdir()) / f"hil-devicefarm-{os.geteuid()}"
+
+
+def _is_private(folder: Path) -> bool:
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022
+
+
+def private_folder(folder: Path) -> Path:
+    """`folder`, created with mode 0700 when missing; UsageError naming it unless it is a real
+    folder owned by this user that neither group nor others may write to."""
+    with contextlib.suppress(FileExistsError):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700)
+    if not _is_private(folder):
+        try:
+            info = os.lstat(folder)
+            why = (f"belongs to uid {info.st_uid}" if info.st_uid != os.geteuid()
+                   else "is a symbolic link" if stat.S_ISLNK(info.st_mode)
+                   else f"has mode {stat.S_IMODE(info.st_mode):04o}")
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        raise UsageError(f"devicefarm sessions folder {folder} {why}: refused (it must be yours "
+                         f"and private; set {DIR_ENV} or XDG_RUNTIME_DIR to such a folder)")
+    return folder
 
 
 def slug(name: str) -> str:
@@ -77,8 +112,15 @@ class Session:
 
     @classmethod
     def current(cls) -> Session:
+        """This process's session, in the user's private sessions folder (made when missing;
+        UsageError naming it when it is not private)."""
         name = session_name()
-        return cls(name, sessions_root() / slug(name))
+        return cls(name, private_folder(sessions_root()) / slug(name))
+
+    def open_log(self) -> BinaryIO:
+        """holder.log, for appending (never through a symbolic link)."""
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        return os.fdopen(fd, "ab")
 
     @property
     def socket(self) -> Path:
@@ -94,11 +136,11 @@ class Session:
         return f"devicefarm-{slug(self.name)}"
 
     def create(self) -> None:
-        root = self.folder.parent
-        root.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            root.chmod(0o700)
-        self.folder.mkdir(exist_ok=True)
+        """Make the session's folder, in the user's private sessions folder."""
+        with contextlib.suppress(FileExistsError):
+            self.folder.mkdir(mode=0o700)
+        if not _is_private(self.folder):
+            raise UsageError(f"devicefarm session folder {self.folder} is not a private folder: refused")
 
     def holder(self) -> dict[str, Any] | None:
         """holder.json, or None."""
@@ -109,8 +151,13 @@ class Session:
         return _read_json(self.folder / FINAL_FILE)
 
     def write(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.folder / f".{name}.tmp"
-        tmp.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        """Write `name` whole (a new file renamed over it; never through a symbolic link)."""
+        tmp = self.folder / f".{name}.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data) + "\n")
         tmp.replace(self.folder / name)
 
     def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
@@ -139,7 +186,9 @@ def short_path(path: Path) -> Iterator[str]:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as stream:
+            data = json.loads(stream.read(MAX_LINE))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

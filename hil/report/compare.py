@@ -358,12 +358,12 @@ def render_markdown(comparison: Comparison, base_path: Path, new_path: Path,
         verdict = " → ".join(dict.fromkeys(v or "-" for v in row.verdicts))
         latency = _pair(row.latency_ms, ".3f", collapse=False) + (f" ({row.metric})" if row.metric else "")
         change = f"{row.change * 100:+.1f}%" if row.change is not None else "-"
-        status = row.status if not row.regression else f"**{row.status}**"
-        if row.notes:
-            status += ": " + "; ".join(row.notes)
+        status = cell(row.status + (": " + "; ".join(row.notes) if row.notes else ""), 600)
+        if row.regression:  # hil's own emphasis, around the escaped text
+            status = status.replace(cell(row.status), f"**{cell(row.status)}**", 1)
         lines.append(
             f"| `{cell(row.key)}` | {cell(row.board)} | {cell(verdict)} | {latency} | {change} | "
-            f"{_pair(row.max_abs, '.3g')} | {_pair(row.sqnr_db, '.1f')} | {cell(status, 600)} |"
+            f"{_pair(row.max_abs, '.3g')} | {_pair(row.sqnr_db, '.1f')} | {status} |"
         )
     counts = {status: sum(status in r.statuses for r in rows) for status in STATUS_ORDER[:-1]}
     counts["ok"] = sum(not r.statuses for r in rows)

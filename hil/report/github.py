@@ -11,7 +11,6 @@ the groups spool their lines to temporary files, so a run's size does not reach 
 
 from __future__ import annotations
 
-import os
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -30,6 +29,8 @@ from hil.report.results import (
 from hil.report.stats import format_latency
 from hil.report.summary import SUMMARY_LIMIT_BYTES, render_summary
 from hil.verdict import Verdict
+from hil.workflow_safe import in_github_actions as in_github_actions  # hil/commands/run.py's
+from hil.workflow_safe import trusted
 
 MAX_ANNOTATIONS = 10
 """GitHub keeps at most 10 annotations of each type (error, warning, notice) per step."""
@@ -37,11 +38,6 @@ ANNOTATION_CHARS = 4096
 """GitHub truncates an annotation message beyond 4096 characters."""
 GROUP_LOG_CAP_BYTES = 16 * 1024
 """Tail of each device log shown in a group (the whole capped log is in JUnit/results.json)."""
-
-
-def in_github_actions() -> bool:
-    """True inside a GitHub Actions job (`GITHUB_ACTIONS=true`)."""
-    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 def escape_data(text: str) -> str:
@@ -238,7 +234,9 @@ def append_step_summary(results: dict[str, Any], path: Path) -> int:
 
 def emit_github(results: dict[str, Any], stream: TextIO, summary_path: Path | None) -> None:
     """Write the groups and annotations to `stream` (the job log) and, when `summary_path`
-    is set, append the step summary to it."""
+    is set, append the step summary to it. They are hil's own commands, escaped here: written
+    past the CLI's SafeStream (`hil/workflow_safe.py`)."""
+    stream = trusted(stream)
     for chunk in log_groups(results):
         stream.write(chunk + "\n")
     for line in annotations(results):

@@ -419,6 +419,22 @@ def _check_types(path: Path, where: str, record: dict[str, Any], types: dict[str
                              f"{names[expected]}")
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scrub_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate (a JSON `\\udXXX` escape without its pair) replaced
+    by U+FFFD: such text cannot be written as UTF-8 (a summary, JUnit, the job log)."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_scrub_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_scrub_surrogates(key): _scrub_surrogates(item) for key, item in value.items()}
+    return value
+
+
 def load_results(path: Path) -> dict[str, Any]:
     """Read and check a results document (with its journal replayed when its run never
     finished); a missing, corrupt or foreign file raises UsageError with one line naming the
@@ -450,10 +466,13 @@ def load_results(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path}: field 'version' is {said}, this hil reads {readable}")
     if not isinstance(document.get("run"), dict):
         raise UsageError(f"{path}: field 'run' is missing or not an object")
+    scrub = bool(_SURROGATE_ESCAPE.search(text))  # JSON may escape a lone surrogate; UTF-8 cannot hold it
     if document["run"].get("status") == "running":  # its writer never finished: take the journal
         replayed = replay_journal(journal_path(path))
         if replayed is not None and replayed["run"].get("id") == document["run"].get("id"):
-            document = replayed
+            document, scrub = replayed, True
+    if scrub:
+        document = _scrub_surrogates(document)
     cases = document.get("cases")
     if not isinstance(cases, list):
         raise UsageError(f"{path}: field 'cases' is missing or not a list")

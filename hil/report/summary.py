@@ -12,6 +12,7 @@ budget (rows that could fit, hil/report/bounded.py), whatever the run's size.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 from collections.abc import Iterable
@@ -42,13 +43,34 @@ SLOWEST = 10
 TIMING_KEYS = ("lower", "push", "exec", "pull")
 
 
+_MARKDOWN = re.compile(r"([\\`*\[\]~])")
+"""What could make a board's text Markdown in a cell: a link or image (`[..](..)`, `![..](..)`),
+code, emphasis, strike-through; backslash-escaped (CommonMark: any ASCII punctuation)."""
+_BARE_LINK = re.compile(r"(?i)\b(?:https?|ftp)://|\bwww\.")
+"""The starts of the bare URLs GitHub links by itself (autolinks, GFM's extension)."""
+
+
 def cell(value: Any, chars: int = CELL_CHARS) -> str:
-    """`value` as one Markdown table cell: one line, no control characters, no HTML, `|`
-    escaped, at most `chars` characters."""
+    """`value` as one Markdown table cell: one line, no control characters, no HTML, no
+    Markdown (no link, image, code or emphasis a board could write; a bare URL's `://` or
+    `www.` escaped so it is not linked either), `|` escaped, at most `chars` characters."""
     text = one_line(clean_text(str(value)))
     if len(text) > chars:
         text = text[: chars - 1] + "…"
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MARKDOWN.sub(r"\\\1", text)
+    text = _BARE_LINK.sub(lambda match: match.group(0).replace("/", "\\/").replace(".", "\\."), text)
+    return text.replace("|", "\\|")
+
+
+_LINK = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/+=,;:@!$'()*-]*)?(?:[?#][A-Za-z0-9._~%/+=&,;:@!$'()*?#-]*)?")
+
+
+def link_cell(value: Any) -> str:
+    """A link a known failure's expectation names (configuration, not a board's text): an
+    https URL of plain characters becomes an autolink (`<URL>`), anything else a `cell`."""
+    text = str(value or "").strip()
+    return f"<{text}>" if _LINK.fullmatch(text) else cell(text or "-")
 
 
 def _num(value: Any, spec: str = ".3f") -> str:
@@ -287,7 +309,7 @@ def _known_row(c: dict[str, Any]) -> str:
     expected = c.get("expected") or {}
     return _row([f"`{cell(case_key(c))}`", cell(expected.get("verdict") or "-"),
                  cell(expected.get("reason") or c.get("message") or ""),
-                 cell(expected.get("link") or "-")])
+                 link_cell(expected.get("link"))])
 
 
 def _known_failures(known: Best[str]) -> _Section | None:

@@ -5,8 +5,11 @@ Board root layout (`--root DIR`):
 - `DIR/fs/` is the device's `/`. Shell commands run in a bubblewrap sandbox with `fs/`
   mounted read-only as `/`, `fs/data` read-write as `/data` (like an unrooted board:
   only `/data` is writable), the host's `/usr` and `/etc` (and the Python running the
-  board) read-only, `/proc` and a fresh `/dev`. The pid namespace is shared, so a PID
-  printed by one shell can be killed from another.
+  board) read-only, `/proc` and a fresh `/dev`. Every shell joins the board's own pid
+  namespace (`sandboxes.PidNamespace`): a PID printed by one shell can be killed from another,
+  and no shell sees the host's processes (the board's own included: no `/proc/PID/root` leads
+  out). Each shell has an IPC and a network namespace of its own: the board's loopback is not
+  the host's (no shell reaches an adb server or any other service listening on the host's).
 - `DIR/run/` holds the board's own files, not visible as such to the device:
   `logcat.txt` (bound at `/dev/hil/logcat`, read by the `logcat` stub),
   `control` (a FIFO bound at `/dev/hil/control`: the `reboot` stub writes `reboot` there),
@@ -38,6 +41,7 @@ import shutil
 import stat
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from hil import lifeline
@@ -47,7 +51,7 @@ from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, VIRTUAL_PROFILE_PROPERT
 from hil.virtual.device_programs import stub_programs
 from hil.virtual.exec_guard import ExecGuard, executable_verdict
 from hil.virtual.protocol import DEVICE_MAXDATA
-from hil.virtual.sandboxes import Sandboxes
+from hil.virtual.sandboxes import INIT_COMMAND, PidNamespace, Sandboxes
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +131,8 @@ class Device:
         self.runner_profile = profile_named(runner_profile)
         """The runner binary this board imitates: what its runner refuses to load."""
         self._readonly_data = False
+        self.hostile: frozenset[str] = frozenset()
+        """The hostile faults in force (`hostile.py`): `list-escape` is the sync service's to act on."""
         self.root = root.resolve()
         self.fs = self.root / "fs"
         self.run_dir = self.root / "run"
@@ -142,6 +148,8 @@ class Device:
         self._bwrap = bwrap
         self._exec_guard = ExecGuard(self._data_file, self._on_exec)
         """What the board's shells execute is looked at first (exec_guard.py)."""
+        self._pids = PidNamespace(self._init_argv, lifeline.child_env(),
+                                  lambda line: self.log(line, level="W"))
         platform = soc_model(chipset).lower()
         self.properties: dict[str, str] = {
             "ro.soc.manufacturer": "Samsung",
@@ -158,6 +166,7 @@ class Device:
             "ro.build.version.sdk": "35",
             "ro.build.version.release": "15",
             "ro.build.type": "user",
+            "ro.adb.secure": "1",  # adb authentication required (hil/virtual/auth.py)
             "ro.serialno": serial,
             "ro.hil.virtual": "1",
             "ro.hil.virtual.chipset": chipset,
@@ -365,11 +374,13 @@ class Device:
         if not host_path.is_relative_to(self.fs / "data"):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    def sandbox_argv(self, command: str | None, env: dict[str, str]) -> list[str]:
+    def sandbox_argv(self, command: str | None, env: dict[str, str],
+                     namespaces: Sequence[str] = ()) -> list[str]:
         """The bwrap command line that runs `/system/bin/sh -c COMMAND` on the device
-        (an interactive-less `sh` reading stdin when COMMAND is None)."""
+        (an interactive-less `sh` reading stdin when COMMAND is None), in its own IPC and
+        network namespaces and `namespaces` (bwrap options: the board's pid namespace)."""
         argv = [
-            self._bwrap,
+            self._bwrap, *namespaces, "--unshare-ipc", "--unshare-net",
             "--ro-bind", str(self.fs), "/",
             "--ro-bind" if self.readonly_data else "--bind", str(self.fs / "data"), "/data",
         ]
@@ -417,8 +428,9 @@ class Device:
         device's environment shows it as HIL_LIFELINE (bwrap's --die-with-parent alone
         leaves the sandboxed shell running once bwrap is gone)."""
         tied = lifeline.child_env()
+        namespaces, fds = self._pids.join()
         process = await asyncio.create_subprocess_exec(
-            *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}),
+            *self.sandbox_argv(command, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV], **env}, namespaces),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
@@ -426,7 +438,7 @@ class Device:
             start_new_session=True,
             limit=DEVICE_MAXDATA,
             preexec_fn=self._exec_guard.preexec,  # system calls only: safe beside the board's threads
-            pass_fds=(self._exec_guard.pass_fd,),
+            pass_fds=(*fds, self._exec_guard.pass_fd),  # the pid namespace's, the guard's
         )
         self._sandboxes.add(process)
         return process
@@ -437,4 +449,15 @@ class Device:
         lifeline token. The number of signals sent."""
         own = lifeline.child_env({})[lifeline.TOKEN_ENV]  # this process's token alone
         return lifeline.end_tied(own)
+
+    def _init_argv(self, info_fd: int) -> list[str]:
+        """The first process of the board's pid namespace: a sandbox like a shell's, with
+        `--unshare-pid`, sleeping until the board ends (`PidNamespace`)."""
+        tied = lifeline.child_env()
+        return self.sandbox_argv(INIT_COMMAND, {lifeline.TOKEN_ENV: tied[lifeline.TOKEN_ENV]},
+                                 ["--unshare-pid", "--info-fd", str(info_fd)])
+
+    def close(self) -> None:
+        """End the board's pid namespace (every process still in it ends)."""
+        self._pids.close()
 

@@ -56,6 +56,9 @@ out=
 [ -n "$km" ] && out="$out aarch64"
 [ -n "$ko" ] && out="$out Toybox"
 printf '%s\\n' "${out# }"
+if [ "$(getprop hil.fault.forge)" = 1 ]; then  # a hostile board (fault forge-command)
+  printf '%s\\n' '::warning title=forged::a board wrote this line'
+fi
 """
 
 _LOGCAT = """#!/system/bin/sh

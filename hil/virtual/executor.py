@@ -32,6 +32,7 @@ from hil.runner.profiles import PROFILES, RunnerProfile
 from hil.virtual import gflags
 from hil.virtual.device import VENDOR_LIB_PATH
 from hil.virtual.host_runtime import import_runtime
+from hil.virtual.hostile import flood
 from hil.virtual.offhost import OffHost
 from hil.virtual.program_cache import ProgramCache
 from hil.virtual.runner import (
@@ -244,6 +245,9 @@ class WarmExecutor:
                 except OSError as error:
                     gone.append(error)
 
+        if "flood" in kinds:  # a hostile runner: output until nobody takes it (hostile.py)
+            sent = flood(emit, kinds["flood"].size, lambda: bool(gone) or _peer_closed(conn))
+            log.info("runner pid %s: flood of %d bytes", pid, sent)
         result = self.execute(argv, cwd, cancelled=lambda: bool(gone) or _peer_closed(conn),
                               faults=runner_faults, emit=emit)
         if kinds.keys() & {"truncate-output", "missing-output"}:

@@ -30,6 +30,10 @@ Kinds:
 | `no-bootloader` | a reboot into the bootloader ends off adb, with no fastboot (state) | |
 | `wrong-product` | `fastboot getvar product` answers another product (state) | `product` |
 | `broken-vendor` | no ENN library (the runner segfaults) until `partition` is flashed (state) | `partition` |
+| `forge-command` | a hostile board: `uname` adds a `::warning` line (state; `hostile.py`) | |
+| `list-escape` | a hostile board: LIST names `../../escaped.txt`, RECV serves it (state) | |
+| `flood` | a hostile runner: `bytes` of output (default 1G) before it ends | `bytes` |
+| `endless-line` | a hostile UART: a runner exec starts a `bytes`-long line with no newline | `bytes` |
 
 `old-adbd` must hold before the host connects: the feature list goes out at CNXN.
 `slow` takes `delay` seconds (default 0.05) and `on=adb` (the default) or `on=exec`; with
@@ -81,26 +85,30 @@ import threading
 from dataclasses import dataclass
 
 from hil.errors import UsageError
+from hil.virtual.hostile import parse_size
 
 EVENTS = ("push", "exec", "pull")
 """adb operations an event fault can fire on."""
 
 BOARD_KINDS = ("drop", "freeze", "reboot", "panic")
 """Faults the board process itself performs, on any event."""
-RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise")
+RUNNER_KINDS = ("crash", "hang", "truncate-output", "missing-output", "miscompute", "noise",
+                "flood", "endless-line")
 """Faults of the runner: on runner execs only."""
 STATE_KINDS = ("wrong-chipset", "auth-refused", "slow", "jitter", "readonly-data", "hot", "old-adbd",
-               "no-bootloader", "wrong-product", "broken-vendor")
+               "no-bootloader", "wrong-product", "broken-vendor", "forge-command", "list-escape")
 """Faults that hold until cleared rather than fire on an event."""
 PROVISIONING_KINDS = ("flash-fail", "download-hang", "no-bootloader", "wrong-product",
                       "broken-vendor")
 """Faults of the bootloader and the partitions (`bootloader.py`, `fastboot.py`): they act while
 a board is in its bootloader or on its way there, or (`broken-vendor`) need a re-flash to cure."""
-KINDS = (*BOARD_KINDS, *RUNNER_KINDS, "storage-full",
-         *(kind for kind in STATE_KINDS if kind not in PROVISIONING_KINDS))
+HOSTILE_KINDS = ("forge-command", "list-escape", "flood", "endless-line")
+"""A hostile board's faults (`hostile.py`): tests of hil's bounds, not a board's mishaps."""
+KINDS = (*BOARD_KINDS, *(kind for kind in RUNNER_KINDS if kind not in HOSTILE_KINDS), "storage-full",
+         *(kind for kind in STATE_KINDS if kind not in PROVISIONING_KINDS + HOSTILE_KINDS))
 """What a board that is never flashed can suffer and get over: the kinds the soak's chaos deals
 (scripts/soaklib/deck.py; it provisions no board)."""
-ALL_KINDS = (*KINDS, *PROVISIONING_KINDS)
+ALL_KINDS = (*KINDS, *PROVISIONING_KINDS, *HOSTILE_KINDS)
 """Every kind a SPEC may name."""
 
 SIGNALS = {"SEGV": 11, "ABRT": 6}
@@ -131,12 +139,16 @@ _KEYS = {
     "no-bootloader": set(),
     "wrong-product": {"product"},
     "broken-vendor": {"partition"},
+    "forge-command": set(),
+    "list-escape": set(),
+    "flood": {"bytes", "after", "times"},
+    "endless-line": {"bytes", "after", "times"},
 }
 _DEFAULT_EVENT = {"crash": "exec", "hang": "exec", "truncate-output": "exec",
                   "missing-output": "exec", "miscompute": "exec", "noise": "exec", "storage-full": "push",
                   "freeze": "exec",
                   "reboot": "exec", "panic": "exec", "flash-fail": "flash",
-                  "download-hang": "download"}
+                  "download-hang": "download", "flood": "exec", "endless-line": "exec"}
 _EVENTS_OF = {"storage-full": ("push", "exec")}
 """Events a runner or storage fault may fire on, where there is a choice."""
 
@@ -181,6 +193,8 @@ class Fault:
     """`slow,on=exec`: every inference takes this many times its own time."""
     p: float = 1.0
     """`miscompute`: the share of runner execs it fires on (seeded by `seed`)."""
+    size: int = 1 << 30
+    """`flood`, `endless-line` (given as `bytes=`): how much the hostile board writes."""
 
     @property
     def is_state(self) -> bool:
@@ -243,6 +257,11 @@ def parse_fault(spec: str) -> Fault:
         _miscompute_fields(spec, values, fields)
     if kind == "noise":
         fields["rel"] = _noise_rel(spec, values)
+    if "bytes" in values:
+        try:
+            fields["size"] = parse_size(values["bytes"])
+        except ValueError as exc:
+            raise UsageError(f"--fault {spec!r}: bytes={values['bytes']!r}: {exc}") from None
     fields.update(_latency_fault_fields(spec, kind, values))
     fields.update(_rig_fields(spec, kind, values))
     return Fault(**fields)  # type: ignore[arg-type]

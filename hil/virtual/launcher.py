@@ -147,12 +147,15 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 
 def start_virtual_board(
-    root: Path, chipset: str, name: str, extra_args: Sequence[str] = (), wait_warm: bool = False
+    root: Path, chipset: str, name: str, extra_args: Sequence[str] = (), wait_warm: bool = False,
+    trusted_keys: Sequence[Path] = (),
 ) -> VirtualBoardProcess:
     """Start a virtual board on a free port with its folder at `root` and `name` as its
     serial; return once it listens (`wait_warm`: and its executor is warm, so that the first
-    runner exec does not wait for the import). InfraError (with the board's log tail) when
-    it exits or stays silent for READY_TIMEOUT seconds."""
+    runner exec does not wait for the import). It accepts hil's own adb key (that of hil's
+    private adb servers) and those in `trusted_keys` (`.pub` files: a lab server's key).
+    InfraError (with the board's log tail) when it exits or stays silent for READY_TIMEOUT
+    seconds."""
     root = root.resolve()
     run_dir = root / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +163,7 @@ def start_virtual_board(
     argv = [
         sys.executable, "-m", "hil.virtual.main",
         "--port", "0", "--chipset", chipset, "--root", str(root), "--serial", name,
-        *extra_args,
+        *[arg for key in trusted_keys for arg in ("--trusted-key", str(key))], *extra_args,
     ]
     with log_path.open("ab") as log_file:
         process = subprocess.Popen(

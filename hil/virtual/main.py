@@ -23,8 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hil.adbkey import read_keys
 from hil.errors import InfraError, UsageError
 from hil.runner.profiles import DEFAULT_VIRTUAL_PROFILE, PROFILES
+from hil.virtual.auth import Authority
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import CHIPSETS, Device, soc_model
 from hil.virtual.faults import FaultPlan, parse_fault
@@ -106,6 +108,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"board reports it as {DEVICE_TIME_PROPERTY} (default: off)",
     )
     parser.add_argument(
+        "--trusted-key", action="append", default=[], type=Path, metavar="FILE",
+        help="also accept the adb keys in FILE (a .pub such as ~/.android/adbkey.pub, or an "
+        "adb_keys file: one key a line, read again at every connection); the board always "
+        "accepts hil's own key (hil/adbkey.py) and asks every other host for one: it shows "
+        "`unauthorized` in `adb devices` until its key is trusted; repeatable",
+    )
+    parser.add_argument(
         "--no-vendor-lib", action="store_true",
         help="no libenn_public_api_cpp.so on the board: the runner segfaults, preflight fails",
     )
@@ -131,6 +140,10 @@ def run(args: argparse.Namespace) -> int:
                           ("--shutdown-seconds", args.shutdown_seconds)):
         if not value >= 0:
             raise UsageError(f"{option} {value}: must be >= 0")
+    for path in args.trusted_key:
+        if not read_keys(path):
+            raise UsageError(f"--trusted-key {path}: no adb public key in it (a .pub file such as "
+                             "~/.android/adbkey.pub, or one key a line)")
     images = _read_images(args.image)
     device_time = parse_device_time(args.device_time) if args.device_time is not None else None
     if args.link not in LINKS:
@@ -168,7 +181,7 @@ def _run_board(args: argparse.Namespace, root: Path, images: dict[str, bytes],
         board = VirtualBoard(
             device, args.port, args.reboot_seconds, Link(args.link), faults, console,
             fastboot_port=args.fastboot_port, device_time=device_time,
-            shutdown_seconds=args.shutdown_seconds,
+            shutdown_seconds=args.shutdown_seconds, authority=Authority(args.trusted_key),
         )
         asyncio.run(_serve(board, now))
     finally:

@@ -28,10 +28,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hil.errors import UsageError
+from hil.virtual.auth import Authority
 from hil.virtual.bootloader import BootloaderMode
 from hil.virtual.console import VirtualConsole
 from hil.virtual.device import Device, wrong_chipset
 from hil.virtual.faults import BOARD_KINDS, Fault, FaultPlan, parse_fault
+from hil.virtual.hostile import FORGE_PROPERTY
 from hil.virtual.link import Link
 from hil.virtual.shell import parse_shell, serve_shell
 from hil.virtual.stream import Service, Stream
@@ -69,8 +71,11 @@ class VirtualBoard:
         fastboot_port: int = 0,
         device_time: str | None = None,
         shutdown_seconds: float = 0.0,
+        authority: Authority | None = None,
     ) -> None:
         self.device = device
+        self.authority = authority or Authority()
+        """The keys a host must sign with (`auth.py`)."""
         self.device_time = device_time
         """The off-host measuring mode (`offhost.py`): `measured`, ms per execution, or None."""
         self.link = link or Link("none")
@@ -112,6 +117,7 @@ class VirtualBoard:
         asyncio.get_running_loop().add_reader(self._control_fd, self._on_control)
         await self._listen()
         self._set_boot_completed()
+        log.info("%s", self.authority.describe())
 
     async def stop(self) -> None:
         """Stop listening, drop every transport, end every process the board's shells
@@ -120,6 +126,7 @@ class VirtualBoard:
             if task is not None:
                 task.cancel()
         await self._drop_transports()
+        self.device.close()  # the board's pid namespace: whatever still runs in it ends
         await asyncio.to_thread(self.device.end_processes)
         await self.bootloader.leave()
         self.bootloader.release()
@@ -223,6 +230,11 @@ class VirtualBoard:
 
     def _apply_state_faults(self) -> None:
         self.device.readonly_data = self.faults.state("readonly-data") is not None
+        self.device.hostile = frozenset(k for k in ("forge-command", "list-escape") if self.faults.state(k))
+        if (self.device.properties.get(FORGE_PROPERTY) == "1") != ("forge-command" in self.device.hostile):
+            self.device.set_property(FORGE_PROPERTY, "1" if "forge-command" in self.device.hostile else "0")
+        if self.console is not None and not self.faults.state("endless-line"):
+            self.console.stop_endless_line()
         wrong = self.faults.state("wrong-chipset") is not None
         self.device.report_chipset(wrong_chipset(self.device.chipset) if wrong else self.device.chipset)
         self._apply_heat()
@@ -250,10 +262,14 @@ class VirtualBoard:
             self.console.write_line(f"enn: runner pid {pid} started (VIRTUAL, no NPU)")
         states = [self.faults.state("slow", on="exec"), self.faults.state("jitter")]
         try:
-            return self.fire_threadsafe("exec") + [state for state in states if state is not None]
+            fired = self.fire_threadsafe("exec") + [state for state in states if state is not None]
         except (concurrent.futures.TimeoutError, RuntimeError) as exc:
             log.warning("exec faults not evaluated: %s", exc)
             return []
+        for fault in fired:  # a hostile UART: its first 128 KiB written before the runner goes on
+            if fault.kind == "endless-line" and self.console is not None:
+                self.console.endless_line(fault.size)
+        return fired
 
     def runner_finished(self, pid: int | None, status: int) -> None:
         """A runner exec ended with shell status `status` (128+N: killed by signal N)."""

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hil.virtual.device import Device
+from hil.virtual.hostile import escape_entry, escape_reply, is_escape
 from hil.virtual.stream import Stream
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,10 @@ async def serve_sync(stream: Stream, device: Device) -> None:
         elif request in (b"STA2", b"LST2"):
             await stream.write(_stat_v2(device, path, request, follow=request == b"STA2"))
         elif request in (b"LIST", b"LIS2"):
-            for record in _list(device, path, v2=request == b"LIS2"):
+            records = _list(device, path, v2=request == b"LIS2")
+            if "list-escape" in device.hostile:  # a hostile board (hostile.py)
+                records.insert(-1, escape_entry(v2=request == b"LIS2"))
+            for record in records:
                 await stream.write(record)
         elif request == b"SEND":
             fired = stream.transport.board.fire("push", path.rpartition(",")[0])
@@ -71,7 +75,9 @@ async def serve_sync(stream: Stream, device: Device) -> None:
             fired = stream.transport.board.fire("pull", path)
             if any(fault.kind == "drop" for fault in fired):
                 return
-            if not await _recv(stream, device, path):
+            if "list-escape" in device.hostile and is_escape(path):
+                await stream.write(escape_reply())
+            elif not await _recv(stream, device, path):
                 return
         else:
             await _fail(stream, f"unknown sync request {request!r}")

@@ -1,11 +1,13 @@
 """The virtual board's adb transport: the DEVICE side of one adb connection over TCP.
 
-One `Transport` per TCP connection from the adb server (CNXN without AUTH), one `Stream`
-per OPEN, one service task per stream. Flow control follows the protocol: the host's OPEN
-permits our first WRTE, every later WRTE waits for the host's OKAY, and each incoming
-WRTE is acknowledged only when its service takes it. The board (`server.py`) accepts the
-connections and names each OPEN's service (`TransportBoard.service`); an unknown one is
-refused with CLSE. This module does not import the board: it sees it through
+One `Transport` per TCP connection from the adb server, one `Stream` per OPEN, one service
+task per stream. A host is served only once it is online: its CNXN is answered with AUTH and
+its signature checked as a secure adbd does (`auth.py`); before that OPEN, OKAY, WRTE and CLSE
+are ignored (AOSP `adb/adb.cpp`, `handle_packet`: `if (t->online ...)`). Flow control follows
+the protocol: the host's OPEN permits our first WRTE, every later WRTE waits for the host's
+OKAY, and each incoming WRTE is acknowledged only when its service takes it. The board
+(`server.py`) accepts the connections and names each OPEN's service (`TransportBoard.service`);
+an unknown one is refused with CLSE. This module does not import the board: it sees it through
 `TransportBoard`.
 """
 
@@ -19,8 +21,10 @@ import os
 from typing import Protocol
 
 from hil import adbwire
+from hil.adbkey import TOKEN_SIZE
 from hil.adbwire import A_AUTH, A_CLSE, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual import protocol
+from hil.virtual.auth import FAILURES_BEFORE_DELAY, Authority
 from hil.virtual.device import Device
 from hil.virtual.faults import FaultPlan
 from hil.virtual.link import Link
@@ -31,8 +35,8 @@ log = logging.getLogger(__name__)
 STREAMS_LOG = "streams.log"
 """In the board's run folder: the service kind of every stream opened, one per line (what a
 host did on the board, in round trips)."""
-AUTH_TOKEN, AUTH_SIGNATURE = 1, 2
-"""AUTH message types (arg0) the board sends or answers."""
+AUTH_TOKEN, AUTH_SIGNATURE, AUTH_RSAPUBLICKEY = 1, 2, 3
+"""AUTH message types (arg0) the board sends or answers (AOSP `adb_auth.h`)."""
 
 
 class TransportBoard(Protocol):
@@ -44,6 +48,8 @@ class TransportBoard(Protocol):
     """The shaped link every message crosses."""
     faults: FaultPlan
     """The armed faults (`auth-refused` is the transport's own to act on)."""
+    authority: Authority
+    """The keys the board trusts (`auth.py`)."""
 
     async def awake(self, delay: bool) -> None:
         """Wait while the board is frozen; with `delay`, add a `slow` fault's delay."""
@@ -68,6 +74,10 @@ class Transport:
         self._streams: dict[int, Stream] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._ids = itertools.count(1)
+        self.online = False
+        """The host's key was accepted (its CNXN answered with CNXN): streams may open."""
+        self._token = b""
+        self._failures = 0
 
     async def send(self, message: Message) -> None:
         """Write one message to the host (held while the board is frozen, delayed by a
@@ -109,6 +119,10 @@ class Transport:
     async def _dispatch(self, message: Message) -> None:
         if message.command == A_CNXN:
             await self._connect(message)
+        elif message.command == A_AUTH:
+            await self._auth(message)
+        elif not self.online:
+            log.debug("ignoring %s before the host is authorized", message.name)
         elif message.command == A_OPEN:
             await self._open(message)
         elif message.command == A_OKAY:
@@ -121,13 +135,12 @@ class Transport:
                 stream.on_write(message.data)
         elif message.command == A_CLSE:
             await self._host_closed(message.arg1)
-        elif message.command == A_AUTH:
-            await self._auth(message)
         else:
             log.debug("ignoring %s", message.name)
 
     async def _connect(self, message: Message) -> None:
         await self._close_streams()
+        self.online = False
         self.version, self.maxdata = protocol.negotiate(message.arg0, message.arg1)
         log.info(
             "CNXN from %r: version 0x%08x, maxdata %d",
@@ -137,21 +150,43 @@ class Transport:
         )
         if self.board.faults.state("auth-refused"):
             log.info("fault auth-refused: asking for a key it will not accept")
-            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
-            return
-        await self._accept_host()
+        await self._ask_for_key()
+
+    async def _ask_for_key(self) -> None:
+        """AUTH TOKEN with a new token (AOSP `adb/daemon/auth.cpp`: `send_auth_request`)."""
+        self._token = os.urandom(TOKEN_SIZE)
+        await self.send(Message(A_AUTH, AUTH_TOKEN, 0, self._token))
 
     async def _accept_host(self) -> None:
+        self.online = True
         banner = self.board.device.banner(old_adbd=self.board.faults.state("old-adbd") is not None)
         await self.send(Message(A_CNXN, self.version, protocol.DEVICE_MAXDATA, banner))
 
     async def _auth(self, message: Message) -> None:
-        """The host's answer to AUTH. While `auth-refused` holds: a new token for a
-        signature, silence for a public key (a user who never accepts the dialog)."""
-        if not self.board.faults.state("auth-refused"):
-            await self._accept_host()
-        elif message.arg0 == AUTH_SIGNATURE:
-            await self.send(Message(A_AUTH, AUTH_TOKEN, 0, os.urandom(20)))
+        """The host's answer to AUTH: a signature a trusted key made brings the host online;
+        any other, a new token; a public key, silence (a dialog nobody answers). While
+        `auth-refused` holds no key is accepted."""
+        peer = self.writer.get_extra_info("peername")
+        if message.arg0 == AUTH_SIGNATURE:
+            refused = self.board.faults.state("auth-refused") is not None
+            token, self._token = self._token, b""  # each token answers one signature
+            key = None if refused or not token else self.board.authority.accepts(token, message.data)
+            if key is not None:
+                log.info("host %s authorized by key %s", peer, key.describe())
+                self._failures = 0
+                await self._accept_host()
+                return
+            self._failures += 1
+            if self._failures > FAILURES_BEFORE_DELAY:
+                await asyncio.sleep(1.0)
+            await self._ask_for_key()
+        elif message.arg0 == AUTH_RSAPUBLICKEY:
+            if self.board.faults.state("auth-refused") is None:
+                self.board.authority.offered(message.data, peer)
+        else:  # adbd: the transport goes offline
+            log.warning("host %s: AUTH type %d: transport offline", peer, message.arg0)
+            await self._close_streams()
+            self.online = False
 
     async def _open(self, message: Message) -> None:
         name = message.data.rstrip(b"\0").decode(errors="replace")

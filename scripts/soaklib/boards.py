@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+from hil.virtual.sandboxes import is_namespace_init
 
 from .procs import descendants, live_lifeline, tcp_connections
 
@@ -105,10 +106,12 @@ class Boards:
 
     def processes_inside(self) -> dict[int, str]:
         """Processes running below the board processes (shells, runners); not a board's own
-        lifeline watcher (hil/lifeline.py), which lives as long as its board."""
+        lifeline watcher (hil/lifeline.py) nor its pid namespace's init
+        (hil/virtual/sandboxes.py), which live as long as their board."""
         found: dict[int, str] = {}
         for board in self.processes.values():
-            found.update((pid, cmd) for pid, cmd in descendants(board.pid).items() if not live_lifeline(cmd))
+            found.update((pid, cmd) for pid, cmd in descendants(board.pid).items()
+                         if not live_lifeline(cmd) and not is_namespace_init(cmd))
         return found
 
     def pids(self) -> set[int]:

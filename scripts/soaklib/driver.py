@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hil.virtual.sandboxes import is_namespace_init
+
 from .boards import Boards, Fired
 from .cases import FLOW, prepare_cases
 from .deck import SERVER_KILL, Dealer, Injection, is_state, kind_of
@@ -259,7 +261,8 @@ def _left_running(boards: Boards) -> list[str]:
     while True:
         inside, board_pids = boards.processes_inside(), boards.pids()
         below_soak = {pid: cmd for pid, cmd in descendants(os.getpid()).items()
-                      if pid not in board_pids and pid not in inside and not live_lifeline(cmd)}
+                      if pid not in board_pids and pid not in inside and not live_lifeline(cmd)
+                      and not is_namespace_init(cmd)}  # a running board's own (boards.py)
         left = {**inside, **below_soak}
         if not left or time.monotonic() > deadline:
             if left:

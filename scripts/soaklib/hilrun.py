@@ -66,7 +66,7 @@ class HilRun:
     first: Sample | None = None
     last: Sample | None = None
     peak: Sample | None = None
-    adb_port: int | None = None
+    adb_socket: str | None = None
     in_recovery: set[str] = field(default_factory=set)
     out_of_run: set[str] = field(default_factory=set)
     """Boards quarantined and not back (yet)."""
@@ -143,7 +143,7 @@ class HilRun:
     def _take_sample(self, first: bool = False) -> None:
         if self.process is None:
             return
-        taken = sample(self.process.pid, self.adb_port)
+        taken = sample(self.process.pid, self.adb_socket)
         if taken is None:
             return
         with self.lock:
@@ -157,27 +157,27 @@ class HilRun:
     def _sample_loop(self) -> None:
         assert self.process is not None
         while self.process.poll() is None:
-            if self.adb_port is None:
-                self.adb_port = self._find_adb_port()
+            if self.adb_socket is None:
+                self.adb_socket = self._find_adb_socket()
             time.sleep(SAMPLE_EVERY_S)
             if self.first is not None:
-                taken = sample(self.process.pid, self.adb_port)
+                taken = sample(self.process.pid, self.adb_socket)
                 with self.lock:
                     if taken is not None and (self.peak is None or taken.rss_mb > self.peak.rss_mb):
                         self.peak = taken
 
     def adb_server_pid(self) -> int | None:
-        """The private adb server hil started (its child `adb -P PORT ... server`)."""
+        """The private adb server hil started (its child `adb -L localfilesystem:PATH ... server`)."""
         assert self.process is not None
         for pid, command in descendants(self.process.pid).items():
             if " nodaemon server" in command and command.split()[0].endswith("adb"):
                 return pid
         return None
 
-    def _find_adb_port(self) -> int | None:
+    def _find_adb_socket(self) -> str | None:
         assert self.process is not None
         for command in descendants(self.process.pid).values():
-            match = re.search(r" -P (\d+) nodaemon server", command)
+            match = re.search(r" -L localfilesystem:(\S+) nodaemon server", command)
             if match:
-                return int(match.group(1))
+                return match.group(1)
         return None

@@ -27,7 +27,8 @@ def _stat(pid: int) -> tuple[int, str] | None:
 
 
 def descendants(root: int) -> dict[int, str]:
-    """Living descendants of `root` (zombies left out): pid -> command line."""
+    """Living descendants of `root` (zombies left out, and processes already exiting: their
+    command line is gone): pid -> command line."""
     parents: dict[int, list[int]] = collections.defaultdict(list)
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -39,10 +40,12 @@ def descendants(root: int) -> dict[int, str]:
     while todo:
         pid = todo.pop()
         try:
-            found[pid] = _shown(Path(f"/proc/{pid}/cmdline").read_bytes())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         todo += parents.get(pid, [])
+        if cmdline:  # empty: its memory is gone, it is exiting (no kernel thread is below us)
+            found[pid] = _shown(cmdline)
     return found
 
 
@@ -113,6 +116,18 @@ def tcp_connections() -> list[tuple[int, int, str]]:
     return found
 
 
+def unix_connections(path: str) -> int:
+    """Connections to the unix socket `path` (hil's private adb server), as the kernel lists
+    them: every socket with that path but the listening one (/proc/net/unix, flag
+    __SO_ACCEPTCON 0x10000)."""
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return 0
+    return sum(1 for line in lines
+               if line.endswith(" " + path) and not int(line.split()[3], 16) & 0x10000)
+
+
 @dataclass
 class Sample:
     """hil's process at one moment."""
@@ -122,32 +137,26 @@ class Sample:
     fds: int
     threads: int
     adb_client_connections: int
-    """hil's own TCP connections to its adb server."""
+    """hil's own connections to its adb server (a unix socket only hil's user reaches)."""
     fd_kinds: dict[str, int]
     """Open fds by what they are: socket, pipe, a device, a file's folder."""
 
 
-def sample(pid: int, adb_port: int | None) -> Sample | None:
+def sample(pid: int, adb_socket: str | None) -> Sample | None:
     """RSS, open fds, threads and adb client connections of `pid`; None once it is gone."""
     kinds: collections.Counter[str] = collections.Counter()
     try:
         status = Path(f"/proc/{pid}/status").read_text()
         fds = os.listdir(f"/proc/{pid}/fd")
-        inodes = set()
         for fd in fds:
             with contextlib.suppress(OSError):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
                 kinds[target.split(":")[0] if ":[" in target else str(Path(target).parent)] += 1
     except OSError:
         return None
     values = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     if "VmRSS" not in values:  # a zombie
         return None
-    clients = 0
-    if adb_port is not None:
-        clients = sum(1 for _l, remote, inode in tcp_connections()
-                      if remote == adb_port and inode in inodes)
+    clients = unix_connections(adb_socket) if adb_socket is not None else 0
     return Sample(time.monotonic(), int(values["VmRSS"].split()[0]) / 1024,
                   len(fds), int(values["Threads"]), clients, dict(kinds))

@@ -17,8 +17,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """`one` and `two` (LabServer), `b1` connected to one, `b2` to two."""
     root = tmp_path_factory.mktemp("lab")
     with LabServer() as one, LabServer() as two, \
-            start_virtual_board(root / "b1", "E9955", "lab-b1") as b1, \
-            start_virtual_board(root / "b2", "E9955", "lab-b2") as b2:
+            start_virtual_board(root / "b1", "E9955", "lab-b1", trusted_keys=[one.public_key]) as b1, \
+            start_virtual_board(root / "b2", "E9955", "lab-b2", trusted_keys=[two.public_key]) as b2:
         one.connect(b1.address)
         two.connect(b2.address)
         yield {"one": one, "two": two, "b1": b1, "b2": b2, "root": root}

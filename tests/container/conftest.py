@@ -38,6 +38,7 @@ import pytest
 import tomllib
 
 from tests.container.action_runner import ActionResult, run_action
+from tests.https_lab import LoopbackCA, Request, make_ca, serve
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "local/debian:bookworm"
@@ -54,6 +55,8 @@ DOCKER_CACHE = MACHINE_CACHE / "docker"
 DOCKER_CACHE_INPUTS = ("Dockerfile", ".dockerignore", "pyproject.toml", "scripts/offline-base-image.sh")
 """What the cached layers are made of, besides image_requirements() and the extra CAs."""
 WHEELHOUSE_PORT = 47153
+KEPT_PORTAL_CA = MACHINE_CACHE / "test-portal-ca"
+"""The test SDK portal's CA (`portal_ca`), kept like the data roots."""
 TIMINGS: dict[str, float] = {}
 """Wall times of the expensive steps, printed at the end of the session (never asserted)."""
 
@@ -341,36 +344,28 @@ def host_image(engine: Engine, base_image: str, wheelhouse: str) -> BuiltImage:
 
 
 @contextlib.contextmanager
-def served_with_key(folder: Path, key: str) -> Iterator[tuple[str, list[str]]]:
-    """An HTTP server on 127.0.0.1 that serves `folder` only to requests whose `apikey`
-    header is `key` (like the SDK portal); yields (base URL, the keys it saw)."""
+def served_with_key(folder: Path, key: str, ca: LoopbackCA) -> Iterator[tuple[str, list[str]]]:
+    """An HTTPS server on 127.0.0.1 (`ca`'s certificate) that serves `folder` only to
+    requests whose `apikey` header is `key` (like the SDK portal); yields (base URL, the keys
+    it saw)."""
     seen: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - stdlib name
-            seen.append(self.headers.get("apikey", ""))
-            path = folder / self.path.rsplit("/", 1)[-1]
-            if self.headers.get("apikey") != key or not path.is_file():
-                self.send_response(403 if path.is_file() else 404)
-                self.end_headers()
-                return
-            data = path.read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def answer(request: Request) -> tuple[int, dict[str, str], bytes]:
+        seen.append(request.headers.get("apikey", ""))
+        path = folder / request.path.rsplit("/", 1)[-1]
+        if request.headers.get("apikey") != key or not path.is_file():
+            return (403 if path.is_file() else 404), {}, b""
+        return 200, {}, path.read_bytes()
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
+    with serve(answer, tls=ca) as (base, _requests):
+        yield f"{base}/api/v1/resource/download-file", seen
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api/v1/resource/download-file", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+
+@pytest.fixture(scope="session")
+def portal_ca() -> LoopbackCA:
+    """The CA of the test SDK portal's HTTPS, kept between sessions (with the artifacts the
+    tests keep): an image built trusting it keeps its layers cached."""
+    return make_ca(KEPT_PORTAL_CA, days=3650)
 
 
 ACTION_KEY = "dummy-action-key-77c2"

@@ -44,10 +44,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory, action_runner_temp: Path) -> I
     infrastructure errors once it is in use)."""
     root = tmp_path_factory.mktemp("action-lab")
     with LabServer() as server, \
-            start_virtual_board(root / "good", "E9955", "act-good") as good, \
-            start_virtual_board(root / "bare", "E9955", "act-bare", ["--no-vendor-lib"]) as bare, \
-            start_virtual_board(root / "sick", "E9955", "act-sick",
-                                ["--fault", "drop,on=exec,times=0"]) as sick:
+            start_virtual_board(root / "good", "E9955", "act-good", trusted_keys=[server.public_key]) as good, \
+            start_virtual_board(root / "bare", "E9955", "act-bare", ["--no-vendor-lib"],
+                                trusted_keys=[server.public_key]) as bare, \
+            start_virtual_board(root / "sick", "E9955", "act-sick", ["--fault", "drop,on=exec,times=0"],
+                                trusted_keys=[server.public_key]) as sick:
         server.connect(good.address)
         yield {"server": server, "good": good, "bare": bare, "sick": sick,
                "runner_temp": action_runner_temp}

@@ -24,7 +24,7 @@ def fake_sdk(tmp_path: Path) -> Path:
     """A FAKE LITECORE install (layout only)."""
     root = tmp_path / "sdk"
     tarball = fake_litecore.make_tarball(tmp_path / "in")
-    subprocess.run(["bash", str(INSTALL), "--tarball", str(tarball), "--dest", str(root)],
+    subprocess.run(["bash", str(INSTALL), "--tarball", str(tarball), "--dest", str(root), "--sha256", "unverified"],
                    check=True, capture_output=True)
     return root
 

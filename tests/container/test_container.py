@@ -129,6 +129,16 @@ def test_host_adb_access_shares_the_host_network_and_its_adb_server(monkeypatch)
     assert not any(a.startswith(("ANDROID_ADB", "/tmp/exynos-hil-leases")) for a in none)
 
 
+def test_network_access_keeps_the_host_network_out_and_every_container_no_new_privileges(monkeypatch):
+    monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", "5038")
+    argv = container.run_argv(spec(["run", "--board", "10.0.0.7:5555"], access="network"))
+    assert "--network" not in argv and not any("ANDROID_ADB" in a for a in argv)  # its own server
+    assert f"{lease_dir()}:/tmp/exynos-hil-leases:rw" in argv  # the host's leases all the same
+    for access in container.ACCESS_MODES:
+        options = container.run_argv(spec(["run"], access=access))
+        assert "no-new-privileges" in options[options.index("--security-opt") + 1:][:1]
+
+
 def test_usb_access_binds_the_bus_with_a_cgroup_rule_not_device_nodes():
     argv = container.run_argv(spec(["run", "--inventory", "lab.yaml"], access="usb"))
     assert "--device-cgroup-rule" in argv and "c 189:* rmw" in argv
@@ -142,7 +152,7 @@ def test_virtual_boards_get_the_sandbox_options_and_root_gets_sys_admin():
     user = container.run_argv(spec(["run"], access="none"))
     assert "seccomp=unconfined" in user and "--cap-add" not in user
     root = container.run_argv(spec(["run", "--board", "virtual:2"], access="none", user=(0, 0)))
-    assert "SYS_ADMIN" in root
+    assert "SYS_ADMIN" in root and "NET_ADMIN" in root  # bwrap's mounts, pid namespace, loopback
     apparmor = container.run_argv(spec(["run"], access="none", apparmor=True))
     assert "apparmor=unconfined" in apparmor
 

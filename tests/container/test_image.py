@@ -10,6 +10,7 @@ Slow: the first image build takes minutes (the Python stack is ~1.5 GB unpacked)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import subprocess
@@ -87,7 +88,10 @@ def test_doctor_in_the_container_as_a_non_root_user(engine, host_image, tmp_path
                              args=("doctor", "--require", "executorch,adb,bwrap"), user=(1000, 1000))
     lines: list[str] = []
     assert container.run_container(spec, on_output=lines.append, client=engine.client()) == 0, lines
-    assert any(line.split()[:2] == ["ok", "bwrap"] for line in lines if line.strip())
+    bwrap = [line for line in lines if line.split()[:2] == ["ok", "bwrap"]]
+    assert bwrap, lines
+    # docker's masked /proc: no fresh /proc for a new pid namespace without root (PidNamespace)
+    assert "no pid namespace of the board's own" in bwrap[0], bwrap
     # Control: the same probe without the sandbox options cannot make a namespace.
     bare = engine.cli("run", "--rm", "--user", "1000:1000", host_image.tag, "doctor",
                       "--require", "bwrap", check=False, text=True)
@@ -95,15 +99,56 @@ def test_doctor_in_the_container_as_a_non_root_user(engine, host_image, tmp_path
     assert "MISSING  bwrap" in bare.stdout
 
 
-def test_buildkit_secret_leaves_no_trace(engine, base_image, tmp_path, monkeypatch):
+def test_virtual_boards_run_in_the_container_as_a_non_root_user(engine, host_image, tmp_path):
+    """As a GitHub runner's uid runs the action's container: no pid namespace of the board's
+    own there (test_doctor_in_the_container_as_a_non_root_user), the board says so once in its
+    log and its shells share the container's; the smoke suite passes all the same."""
+    tmp_path.chmod(0o777)
+    spec = container.RunSpec(image=host_image.tag, workspace=tmp_path, access="none", user=(1000, 1000),
+                             args=("run", "--board", "virtual", "--suite", "smoke", "--out", "hil-out"))
+    lines: list[str] = []
+    with timed("smoke run in the container as uid 1000"):
+        code = container.run_container(spec, on_output=lines.append, client=engine.client())
+    assert code == 0, lines[-40:]
+    found = outcomes(tmp_path / "hil-out" / "junit.xml")
+    assert set(found) == smoke_case_ids()
+    assert set(found.values()) == {"pass"}  # not every shell failing on its --pidns
+    # What the board's log says there, and its shells' PIDs: the container's, not 1, 2, 3...
+    shown = engine.cli("run", "--rm", "--user", "1000:1000",
+                       *[f"--security-opt={option}" for option in spec.security_opt],
+                       "--entrypoint", "python3", host_image.tag, "-c", SHELLS_AND_LOG, text=True).stdout
+    pids = [int(line.split()[1]) for line in shown.splitlines() if line.startswith("shell ")]
+    assert len(pids) == 2 and min(pids) > 3, shown
+    assert shown.count("share the pid namespace they start in") == 1, shown
+    assert "Can't mount proc" in shown, shown
+
+
+SHELLS_AND_LOG = """
+import asyncio
+from pathlib import Path
+from hil.virtual.device import Device
+device = Device(Path("/tmp/board"), "E9955", "v1")
+device.prepare()
+async def shells():
+    for _ in range(2):
+        shell = await device.spawn("echo $$", {}, True)
+        print("shell", (await shell.communicate())[0].decode().strip())
+asyncio.run(shells())
+device.close()
+print(device.logcat_path.read_text())
+"""
+
+
+def test_buildkit_secret_leaves_no_trace(engine, base_image, tmp_path, monkeypatch, portal_ca):
     key = f"hil-dummy-litecore-key-{secrets.token_hex(8)}"
-    fake_litecore.make_tarball(tmp_path / "portal")
+    tarball = fake_litecore.make_tarball(tmp_path / "portal")
     monkeypatch.setenv("DOCKER_HOST", engine.host)
     monkeypatch.setenv("HIL_TEST_LITECORE_KEY", key)
-    with served_with_key(tmp_path / "portal", key) as (url, seen):
+    with served_with_key(tmp_path / "portal", key, portal_ca) as (url, seen):  # https, as the portal
         spec = container.BuildSpec(
-            context=REPO, target="litecore", ca_certs=extra_ca_certs(), network_host=True,
-            build_args=(("BASE_IMAGE", base_image), ("LITECORE_URL", url)),
+            context=REPO, target="litecore", ca_certs=(*extra_ca_certs(), portal_ca.cert), network_host=True,
+            build_args=(("BASE_IMAGE", base_image), ("LITECORE_URL", url),
+                        ("LITECORE_SHA256", hashlib.sha256(tarball.read_bytes()).hexdigest())),
             secrets=(("litecore_apikey", "HIL_TEST_LITECORE_KEY"),),
         )
         log: list[str] = []

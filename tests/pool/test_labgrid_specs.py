@@ -141,6 +141,7 @@ def test_the_action_passes_a_labgrid_spec_whole(tmp_path: Path) -> None:
     output = tmp_path / "output"
     env = dict(os.environ, BOARDS="labgrid:soc=e9955,chipset=e9955*2 R3CX40,10.0.0.7:5555",
                LABGRID_TAGS="soc=e9965", INVENTORY="", ON_NO_BOARD="fail",
+               ACCESS="host-adb", JUNIT="hil-out/junit.xml", TIMEOUT_MINUTES="60",  # the step's other inputs
                GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"))
     subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
                    cwd=tmp_path, env=env, check=True, timeout=30)

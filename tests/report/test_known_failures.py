@@ -57,7 +57,7 @@ def test_totals_and_summary_give_xfail_its_own_column() -> None:
     assert "**1 passed, 1 failed, 0 errors, 0 skipped, 1 xfail** of 3 case(s)" in text
     assert "| models.a8w8 | virtual-0 | 3 | 1 | 1 | 0 | 0 | 1 |" in text
     assert ("| `models.a8w8.deeplab_v3` | FAIL_MISMATCH | upsample rounding | "
-            "https://example.org/issues/7 |") in text
+            "<https://example.org/issues/7> |") in text
     failures = text.split("### Failures and errors")[1].split("###")[0]
     assert "models.a8w8.edsr" in failures and "deeplab_v3" not in failures
 

@@ -36,7 +36,7 @@ def test_the_minimal_client_runs_a_case_as_hil_does(adb_server, board_device, vi
     artifact = build_artifact(case, "xnnpack", "E9955", tmp_path / "add")
     board = AdbBoard("bench", virtual_board.address, board_device, "bench-run", VIRTUAL_RUNNER, 60)
     board.prepare()
-    client = bench.MinimalClient(adb_server.port, virtual_board.address)
+    client = bench.MinimalClient(adb_server.socket_path, virtual_board.address)
     streams = virtual_board.root / "run" / STREAMS_LOG
     before = len(streams.read_text().splitlines())
     case_dir = posixpath.join(board.workdir, "minimal")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import socket
 import stat
 import struct
@@ -19,8 +20,9 @@ import pytest
 
 from hil import adbwire
 from hil.adbserver import AdbServer
-from hil.adbwire import A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
+from hil.adbwire import A_AUTH, A_CNXN, A_OKAY, A_OPEN, A_WRTE, Message
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
+from tests.adb_auth import hil_key, sign
 from tests.adb_lab import device_state, wait_for
 
 TMP = "/data/local/tmp"
@@ -39,12 +41,24 @@ def e9965_device(adb_server: AdbServer, e9965_board: VirtualBoardProcess) -> adb
     return adb_server.connect(e9965_board.address, timeout=30.0)
 
 
-def _process_gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
+def _sleep_argument() -> str:
+    """A `sleep` duration no other process has: the board's PIDs are its own namespace's, so
+    the host finds the process by its command line."""
+    return f"100.{secrets.randbelow(10**9):09d}"
+
+
+def _sleep_gone(argument: str) -> bool:
+    """No live process on the host runs `sleep ARGUMENT`."""
+    for folder in Path("/proc").iterdir():
+        try:
+            if (folder / "cmdline").read_bytes() != f"sleep\0{argument}\0".encode():
+                continue
+            state = (folder / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError):
+            continue
+        if state not in ("Z", "X"):
+            return False
+    return True
 
 
 def test_push_then_pull_20mb_random_is_identical(
@@ -203,13 +217,17 @@ def test_5mb_of_stdout_arrives_intact(board_device: adbutils.AdbDevice) -> None:
 
 
 class _RawHost:
-    """The host side of one adb transport, by hand, to watch the board's flow control."""
+    """The host side of one adb transport, by hand, to watch the board's flow control; it
+    answers the board's AUTH with hil's own key, as hil's adb server does."""
 
     def __init__(self, address: str, version: int, maxdata: int) -> None:
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=5)
         self.version = version
         self.send(Message(A_CNXN, version, maxdata, b"host::features=shell_v2\0"))
+        token, _ = self.receive()
+        assert (token.command, token.arg0, len(token.data)) == (A_AUTH, 1, 20)
+        self.send(Message(A_AUTH, 2, 0, sign(token.data, hil_key())))
 
     def send(self, message: Message) -> None:
         self.sock.sendall(adbwire.encode(message, self.version))
@@ -316,21 +334,39 @@ def test_stdin_reaches_the_command(board_device: adbutils.AdbDevice) -> None:
 
 
 def test_host_closing_the_stream_kills_the_command(board_device: adbutils.AdbDevice) -> None:
-    connection = board_device.open_shell("sleep 100 & echo $!; wait")
+    argument = _sleep_argument()
+    connection = board_device.open_shell(f"sleep {argument} & echo $!; wait")
     pid = int(connection.conn.recv(64).decode())
-    assert not _process_gone(pid)
+    wait_for(lambda: not _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to run")
     connection.close()
-    wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
+    wait_for(lambda: _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to be killed")
 
 
 def test_pids_are_shared_across_shells(board_device: adbutils.AdbDevice) -> None:
-    connection = board_device.open_shell("sleep 100 & echo $!; wait")
+    argument = _sleep_argument()
+    connection = board_device.open_shell(f"sleep {argument} & echo $!; wait")
     try:
         pid = int(connection.conn.recv(64).decode())
+        wait_for(lambda: not _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to run")
         assert board_device.shell2(f"kill {pid}", v2=True).returncode == 0
-        wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to die")
+        wait_for(lambda: _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to die")
     finally:
         connection.close()
+
+
+def test_shells_see_only_the_boards_own_processes(board_device: adbutils.AdbDevice) -> None:
+    """A pid namespace of the board's own (the host's processes, the board's included, out of
+    sight: no /proc/PID/root leads out), and IPC and network namespaces of each shell's own
+    (no shell reaches a service on the host's loopback, such as an adb server)."""
+    result = board_device.shell2(
+        "echo $$; cat /proc/1/comm; ls /proc | grep -c '^[0-9]'; "
+        "readlink /proc/self/ns/pid /proc/self/ns/ipc /proc/self/ns/net; cat /proc/net/tcp", v2=True)
+    own, init, count, pid_ns, ipc_ns, net_ns, *tcp = result.stdout.splitlines()
+    assert init == "bwrap" and int(count) < 50 and int(own) > 1  # the namespace's pid 1, a few shells
+    assert pid_ns != os.readlink("/proc/self/ns/pid")
+    assert ipc_ns != os.readlink("/proc/self/ns/ipc")
+    assert net_ns != os.readlink("/proc/self/ns/net")
+    assert len(tcp) == 1  # the header: no socket of the host's listening (the adb server's)
 
 
 def test_hil_python_runs_a_pushed_script(board_device: adbutils.AdbDevice) -> None:
@@ -369,8 +405,9 @@ def test_adb_cli_shell_push_and_pull(
 ) -> None:
     def adb(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [adb_server.adb, "-P", str(adb_server.port), "-s", board_device.serial, *args],
+            [adb_server.adb, "-s", board_device.serial, *args],
             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+            env={**os.environ, "ADB_SERVER_SOCKET": adb_server.address},  # its unix socket
         )
 
     result = adb("shell", "echo cli; exit 5")
@@ -410,11 +447,13 @@ def test_sigterm_stops_the_board_and_its_commands(
     board = start_virtual_board(tmp_path / "board", "E9955", "hil-test-sigterm")
     with board:
         device = adb_server.connect(board.address, timeout=30.0)
-        connection = device.open_shell("sleep 100 & echo $!; wait")
+        argument = _sleep_argument()
+        connection = device.open_shell(f"sleep {argument} & echo $!; wait")
         pid = int(connection.conn.recv(64).decode())
+        wait_for(lambda: not _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to run")
     connection.close()
     assert board.process.returncode == 0
-    wait_for(lambda: _process_gone(pid), 5.0, f"sleep (pid {pid}) to be killed")
+    wait_for(lambda: _sleep_gone(argument), 5.0, f"sleep (pid {pid} on the board) to be killed")
     adb_server.disconnect(board.address)
 
 

@@ -253,6 +253,9 @@ def test_real_client_flashes_two_images_and_the_board_boots_their_build(
     assert _fastboot(board, "flash", "system", str(system)).returncode == 0
     assert (board.root / "flash" / "system.img").read_bytes() == raw
     assert _fastboot(board, "reboot-bootloader").returncode == 0
+    # its 0.2 s down first: the bootloader going down still listens for a few ms, and a
+    # `reboot` it takes then is lost
+    wait_for(lambda: not _listens(board), 5.0, "the bootloader to go down")
     wait_for(lambda: _listens(board), 5.0, "the bootloader again")
     assert _fastboot(board, "reboot").returncode == 0
     device = _on_adb(adb_server, board)

@@ -32,9 +32,26 @@ def _gone(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def _start_case(device: adbutils.AdbDevice) -> tuple[ServiceConnection, int, int]:
+def _host_pid(namespace: str, board_pid: int) -> int:
+    """The host's PID of the process the board numbers `board_pid` in its pid namespace
+    `namespace` (`pid:[INODE]`: the board's shells share one of their own)."""
+    for folder in Path("/proc").iterdir():
+        try:
+            if os.readlink(folder / "ns" / "pid") != namespace:
+                continue
+            nspid = next(line for line in (folder / "status").read_text().splitlines() if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(nspid.split()[-1]) == board_pid:
+            return int(folder.name)
+    raise AssertionError(f"no process {board_pid} in the board's pid namespace {namespace}")
+
+
+def _start_case(device: adbutils.AdbDevice) -> tuple[ServiceConnection, int, int, int]:
     """A shell running a case's runner (a `sleep`): the connection, the shell's and the
-    runner's PIDs (its first stdout and stderr lines)."""
+    runner's PIDs as the host numbers them, and the runner's on the board (the board prints
+    its own: its first stdout and stderr lines)."""
+    namespace = device.shell2("readlink /proc/self/ns/pid", v2=True).stdout.strip()
     connection = ServiceConnection(device, f"shell,v2:{CASE}", 30)
     lines = {SHELL_STDOUT: b"", SHELL_STDERR: b""}
     while not all(line.endswith(b"\n") for line in lines.values()):
@@ -42,7 +59,8 @@ def _start_case(device: adbutils.AdbDevice) -> tuple[ServiceConnection, int, int
         data = connection.read_exact(length)
         if kind in lines:
             lines[kind] += data
-    return connection, int(lines[SHELL_STDOUT]), int(lines[SHELL_STDERR])
+    shell, runner = int(lines[SHELL_STDOUT]), int(lines[SHELL_STDERR])
+    return connection, _host_pid(namespace, shell), _host_pid(namespace, runner), runner
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +73,13 @@ def rebooting_board(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Virtua
 def test_a_closed_shell_is_hung_up_and_a_runner_in_a_group_of_its_own_lives_on(
     board_device: adbutils.AdbDevice,
 ) -> None:
-    connection, shell, runner = _start_case(board_device)
+    connection, shell, runner, on_board = _start_case(board_device)
     try:
         assert not _gone(runner)
         connection.close()
         wait_for(lambda: _gone(shell), 10.0, f"the shell (pid {shell}) to end on its SIGHUP")
         assert not _gone(runner), "the runner under timeout was killed with its shell"
-        assert board_device.shell2(f"kill -0 {runner}", v2=True).returncode == 0  # the board sees it too
+        assert board_device.shell2(f"kill -0 {on_board}", v2=True).returncode == 0  # the board sees it too
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(runner, signal.SIGKILL)
@@ -69,7 +87,7 @@ def test_a_closed_shell_is_hung_up_and_a_runner_in_a_group_of_its_own_lives_on(
 
 def test_a_reboot_ends_what_outlived_its_shell(adb_server: AdbServer, rebooting_board: VirtualBoardProcess) -> None:
     device = adb_server.connect(rebooting_board.address, timeout=30.0)
-    connection, shell, runner = _start_case(device)
+    connection, shell, runner, _ = _start_case(device)
     connection.close()
     wait_for(lambda: _gone(shell), 10.0, f"the shell (pid {shell}) to end")
     try:

@@ -81,7 +81,8 @@ def test_the_outputs_count_what_a_workflow_needs(lab) -> None:
 def test_args_with_an_unbalanced_quote_is_an_error_not_a_guess(lab) -> None:
     run, env, _ = lab
     done = run(args="--tag 'oops")
-    assert done.exit_code != 0 and "args: cannot split" in done.stdout
+    assert done.exit_code != 0 and "args: cannot be split (an unbalanced quote?)" in done.stdout
+    assert "oops" not in done.stdout  # the input is named, its value never echoed
     assert not [a for a in calls(env, "hil") if "run" in a]
 
 

@@ -24,7 +24,8 @@ VALUES = {
     "needs.image.outputs.image": "exynos-hil:stub", "matrix.shard": "1/2",
     "matrix.board": "e9955-a", "steps.hil.outputs.passed": "1",
     "steps.hil.outputs.failed": "1", "steps.hil.outputs.errors": "0",
-    "secrets.SAMSUNG_AI_LITECORE_KEY": "", "steps.image.outputs.image": "exynos-hil:stub",
+    "secrets.SAMSUNG_AI_LITECORE_KEY": "", "secrets.LITECORE_SHA256": "unverified",
+    "steps.image.outputs.image": "exynos-hil:stub",
     "inputs.filter": "", "inputs.firmware-builds": "", "inputs.runner-repo": "",
     "inputs.runner-build": "", "inputs.wheels": "",
 }
