@@ -112,9 +112,10 @@ def _add_selection(parser: argparse._ActionsContainer, one_case: bool = False) -
 
 def _add_adb_server(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--adb-server", metavar="HOST:PORT|own",
-                        help="the lab's adb server to use (only as a client: hil starts, kills "
-                             "and restarts none) for every board hil does not start; own: hil's "
-                             "private server for all, USB too (no other server may run); "
+                        help="the lab's adb server to use, HOST:PORT or localfilesystem:/PATH "
+                             "(only as a client: hil starts, kills and restarts none) for every "
+                             "board hil does not start; own: hil's private server for all, USB "
+                             "too (no other server may run); "
                              "default: $HIL_ADB_SERVER, adb's ADB_SERVER_SOCKET or "
                              "ANDROID_ADB_SERVER_ADDRESS/PORT, else the host's server 127.0.0.1:5037 "
                              "for USB boards and a private one for HOST:PORT")

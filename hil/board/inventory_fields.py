@@ -10,9 +10,9 @@ BOARD_FIELDS = (
           "board's name in results, logs and `--board`", required=True),
     Field("adb", "string", "its adb serial (USB) or `HOST:PORT` (network adb); an entry has "
           "either `adb` or `labgrid`", required=True),
-    Field("adb_server", "`HOST:PORT`", "the lab's adb server that owns the board; hil uses it "
-          "as a client only", default="--adb-server, else the host's server (USB) or a private "
-          "one (HOST:PORT)"),
+    Field("adb_server", "`HOST:PORT` or `localfilesystem:/PATH`", "the lab's adb server that "
+          "owns the board; hil uses it as a client only",
+          default="--adb-server, else the host's server (USB) or a private one (HOST:PORT)"),
     Field("chipset", "E9955 or E9965", "what the board's getprop must report; a board of "
           "another chipset than the run's `--chipset` is left out", required=True),
     Field("console", "string", "its UART: a device path (`/dev/ttyUSB0`), `socket://HOST:PORT` "
