@@ -53,7 +53,8 @@ ON_SERVER = ("usb-1564", "usb-1564-client", "usb-1740-1809")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("shapes")
     processes = Processes()
-    with LabServer() as server, start_virtual_board(root / "board", "E9955", SERIAL) as board:
+    with LabServer() as server, start_virtual_board(root / "board", "E9955", SERIAL,
+                                                    trusted_keys=[server.public_key]) as board:
         server.connect(board.address)  # the lab's adb server has the device, as over USB
         host, port = board.address.split(":")
         on_server = {"host": "127.0.0.1", "port": server.port, "serialno": board.address}
