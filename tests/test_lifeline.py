@@ -72,7 +72,7 @@ def _kinds(tree: dict[int, str]) -> dict[str, list[int]]:
 
 @pytest.mark.slow
 def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: Path) -> None:
-    home = tmp_path / "home"  # where Debian's adb 29 writes its adb.<port> file
+    home = tmp_path / "home"  # the adb server's keys go here, not into the user's home
     home.mkdir()
     run = subprocess.Popen(
         [sys.executable, "-m", "hil", "run", "--board", "virtual:2", "--suite", str(TINY),
@@ -90,9 +90,9 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
             tree = _tree(run.pid)
             seen.update(tree)
             kinds = _kinds(tree)
-            port_files = list((home / ".android").glob("adb.*"))  # the server wrote it
-            if len(kinds["board"]) == 2 and kinds["adb server"] and kinds["bwrap"] and port_files:
-                break
+            sockets = [_server_socket(tree[pid]) for pid in kinds["adb server"]]
+            if len(kinds["board"]) == 2 and kinds["bwrap"] and sockets and sockets[0].exists():
+                break  # (the server answers on its socket)
             time.sleep(0.01)
         seen.update(_tree(run.pid))
         run.send_signal(signal.SIGKILL)
@@ -113,7 +113,16 @@ def test_kill_9_of_hil_run_leaves_no_adb_server_board_or_board_shell(tmp_path: P
     while (kept := [root for root in roots if root.exists()]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not kept, f"the virtual boards' folders stayed after kill -9 of hil run: {kept}"
-    assert list((home / ".android").glob("adb.*")) == []  # and the server's port file
+    folder = sockets[0].parent  # the server's private folder, and its socket in it
+    deadline = time.monotonic() + 60
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not folder.exists(), f"the adb server's folder stayed after kill -9 of hil run: {folder}"
+
+
+def _server_socket(cmdline: str) -> Path:
+    """The unix socket of a private adb server (`adb -L localfilesystem:PATH nodaemon server`)."""
+    return Path(cmdline.split("localfilesystem:", 1)[1].split(" ", 1)[0])
 
 
 def _wait_gone(seen: dict[int, str]) -> dict[int, str]:

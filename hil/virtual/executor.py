@@ -65,6 +65,14 @@ _REQUEST_READ_TIMEOUT_S = 30.0
 # ------------------------------------------------------------------------ the server
 
 
+def _peer_pid(conn: socket.socket) -> int:
+    """The connected runner front's pid as this process's namespace numbers it (SO_PEERCRED):
+    the pid the front sends is the board's own, inside the board's pid namespace."""
+    pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+    return pid
+
+
 def _recv_exact(conn: socket.socket, size: int) -> bytes:
     data = bytearray()
     while len(data) < size:
@@ -218,6 +226,7 @@ class WarmExecutor:
             return
         conn.settimeout(None)
         log.debug("runner pid %s in %s: %s", pid, cwd, argv)
+        log.info("runner pid %s is host pid %d", pid, _peer_pid(conn))
         faults = self.hooks.runner_started(pid, cwd) if self.hooks is not None else []
         faults += build_faults(build)  # the runner build's own (runner_build.py)
         faults = [f for f in faults if f.kind != "miscompute" or self._fires(f)]

@@ -148,7 +148,10 @@ def test_a_stopped_run_exits_130_with_valid_reports_of_the_finished_cases(
     assert valid_junit(out / "junit.xml") == {finished[0]: "pass"}
     # the hung runner does not outlive hil (cleanup kills it by its recorded PID; the virtual
     # board also ends it with its shell when the connection closes), and the folder is gone
-    hung = int(re.findall(r"enn_executor_runner pid (\d+): start", hanging_board.logcat())[-1])
+    board_pid = re.findall(r"enn_executor_runner pid (\d+): start", hanging_board.logcat())[-1]
+    # the logcat's pid is the board's own (its pid namespace); the board's log maps it
+    hung = int(re.findall(rf"runner pid {board_pid} is host pid (\d+)",
+                          hanging_board.log.read_text(errors="replace"))[-1])
     assert gone(hung), f"the hung runner (pid {hung}) is still running after hil exited"
     assert not (hanging_board.root / "fs" / "data" / "local" / "tmp" / "hil" / results["run"]["id"]).exists()
 
