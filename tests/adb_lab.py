@@ -6,7 +6,6 @@ does before hil ever runs. hil must only use it."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -18,6 +17,7 @@ import adbutils
 from adbutils._utils import adb_path
 
 from hil.adbserver import LabAdbServer, _free_port
+from tests.processes import stop_process
 
 
 class LabServer:
@@ -85,13 +85,7 @@ class LabServer:
 
     def stop(self) -> None:
         """SIGTERM by PID, then SIGKILL."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.log.unlink(missing_ok=True)
 
     def __enter__(self) -> LabServer:

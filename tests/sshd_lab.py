@@ -18,12 +18,13 @@ import getpass
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests.processes import stop_process
 
 SSHD = Path("/usr/sbin/sshd")
 HOST_KEY_ALIAS = "hil-test-exporter"
@@ -99,10 +100,4 @@ class LoopbackSshd:
 
     def stop(self) -> None:
         """SIGTERM to the listening sshd by its PID (its sessions end with their connections)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)

@@ -26,7 +26,6 @@ import ctypes
 import fcntl
 import os
 import selectors
-import signal
 import socket
 import struct
 import subprocess
@@ -34,6 +33,8 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests.processes import stop_process
 
 CLONE_NEWNET = 0x40000000
 SIOCGIFFLAGS, SIOCSIFFLAGS, SIOCSIFADDR, IFF_UP = 0x8913, 0x8914, 0x8916, 0x1
@@ -65,13 +66,7 @@ class ExporterHost:
         return ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *argv]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         if self.process.stdout is not None:
             self.process.stdout.close()
 

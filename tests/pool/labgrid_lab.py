@@ -43,6 +43,7 @@ import yaml
 from hil.pool.labgrid import Coordinator
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from hil.virtual.power_http import READY_PREFIX
+from tests.processes import stop_process
 
 BIN = Path(sys.executable).parent
 SER2NET_SHIM = """#!/bin/sh
@@ -65,18 +66,6 @@ def free_port() -> int:
     with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
-    """SIGTERM by PID, then SIGKILL of its process group."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 class Processes:

@@ -27,7 +27,8 @@ from hil.lower.cache import default_cache_dir
 from hil.pool.labgrid import Coordinator, LabgridSource, place_rows
 from hil.run import Run, RunOptions
 from tests.devicefarm.conftest import df, poll_assigned
-from tests.pool.labgrid_lab import LabgridLab, ser2net_available, stop_process
+from tests.pool.labgrid_lab import LabgridLab, ser2net_available
+from tests.processes import stop_process
 from tests.results_schema import assert_valid_results
 
 REPO = Path(__file__).resolve().parents[2]
