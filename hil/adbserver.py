@@ -248,6 +248,11 @@ class _Server:
         """One phrase: which server this is."""
         raise NotImplementedError
 
+    def ended(self) -> str | None:
+        """How the server hil started has ended (its exit status and last output), or None
+        while it runs or when hil did not start it."""
+        return None
+
     def devices(self) -> list[tuple[str, str]]:
         """(serial, state) of every device the server sees; InfraError when it does not answer."""
         try:
@@ -276,6 +281,8 @@ class _Server:
                 if state == "device":
                     return device
                 check_state(address, state)
+                if (ended := self.ended()) is not None:
+                    raise InfraError(f"{address}: {ended}")
                 now = time.monotonic()
                 if now > deadline:
                     raise InfraError(f"{address}: state {state!r}, not 'device', after {timeout} s")
@@ -404,6 +411,11 @@ class AdbServer(_Server):
     def describe(self) -> str:
         pid = f", pid {self.pid}" if self.pid is not None else ""
         return f"hil's private adb server ({self.address}{pid})"
+
+    def ended(self) -> str | None:
+        if self._process is None or (status := self._process.poll()) is None:
+            return None
+        return f"{self.describe()} exited with status {status}: {self._log_tail(500)}"
 
     @property
     def pid(self) -> int | None:

@@ -28,25 +28,27 @@ import threading
 import time
 from pathlib import Path
 
-SECOND_HALF = ("tests/board", "tests/pool", "tests/cases")
-"""Folders that run as a third process, `rest-2`, beside `rest` (the rest of tests/): their
-tests wait a lot (boards' timeouts, probation, runner deadlines), so the two halves and the
-container tests (mostly waiting on dockerd) keep two cores busy. Chosen by the durations of a
-whole run."""
+SECOND_HALF = ("tests/board", "tests/pool", "tests/cases", "tests/bisection/test_runner.py",
+               "tests/bisection/test_python.py")
+"""Folders and files that run as a third process, `rest-2`, beside `rest` (the rest of
+tests/): their tests wait a lot (boards' timeouts, probation, runner deadlines, the
+bisections' board runs), so the two halves and the container tests (mostly waiting on dockerd)
+keep two cores busy. Chosen by the durations of a whole run (`--durations=0`)."""
 
 
 WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision", "tests/devicefarm",
-           "tests/virtual", "tests/workflow")
+           "tests/virtual", "tests/workflow", "tests/bisection/test_firmware.py")
 """The `container` process: docker's tests, the soak, which waits on its boards' recoveries
 and probation most of its time (its load stays under 1), provisioning (reboots into the
 bootloader and back, fastboot's waits) and devicefarm's holders (idle limits, leases); and
 the virtual board's and the workflow's tests (80 s together on a warm machine), which keep
-`rest-2` (the models' lowering, the longest lane of a cold CI run) from ending last."""
+`rest-2` (the models' lowering, the longest lane of a cold CI run) from ending last; and the
+firmware bisections (boards rebooting after each flash)."""
 
 
 def groups() -> list[tuple[str, list[str]]]:
     """(name, pytest paths) of the processes run at once; `rest-2` only where its folders exist."""
-    second = [path for path in SECOND_HALF if Path(path).is_dir()]
+    second = [path for path in SECOND_HALF if Path(path).exists()]
     rest = ["tests", "--ignore=tests/container", *(f"--ignore={path}" for path in second)]
     waiting = [path for path in WAITING if Path(path).exists()]
     rest += [f"--ignore={path}" for path in waiting[1:]]

@@ -1,4 +1,5 @@
-"""Stopping a process a test started in a session of its own (`start_new_session=True`)."""
+"""Processes of the tests: stopping one a test started in a session of its own, and finding
+the host's PID of a process a virtual board numbers in its own pid namespace."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from pathlib import Path
 from typing import Any
 
 
@@ -20,3 +22,18 @@ def stop_process(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def host_pid(namespace: str, board_pid: int) -> int:
+    """The host's PID of the process the board numbers `board_pid` in its pid namespace
+    `namespace` (`pid:[INODE]`: the board's shells share one of their own)."""
+    for folder in Path("/proc").iterdir():
+        try:
+            if os.readlink(folder / "ns" / "pid") != namespace:
+                continue
+            nspid = next(line for line in (folder / "status").read_text().splitlines() if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(nspid.split()[-1]) == board_pid:
+            return int(folder.name)
+    raise AssertionError(f"no process {board_pid} in the board's pid namespace {namespace}")

@@ -24,6 +24,7 @@ from hil.virtual.launcher import VirtualBoardProcess
 from tests.adb_lab import wait_for
 from tests.board_files import aarch64_elf
 from tests.devicefarm.conftest import cli_env, df, poll_assigned
+from tests.processes import host_pid
 
 pytestmark = pytest.mark.slow
 
@@ -138,12 +139,14 @@ def test_a_killed_command_is_stopped_on_the_board_and_the_next_one_runs(
     command on the board (its whole session, a runner under `timeout` included) and serves the
     next request at once, instead of running it on to HIL_DEVICEFARM_TIMEOUT_S."""
     assert edb(session, "-E", f"rm -rf {WORKDIR} && mkdir -p {WORKDIR}").returncode == 0
+    # the board numbers its processes in its own pid namespace: the runner's host pid is found there
+    namespace = edb(session, "-E", "readlink /proc/self/ns/pid").stdout.decode().strip()
     hung = subprocess.Popen(
         ["devicefarm-cli", "-E", f"timeout 600 sh -c 'echo $$ > {WORKDIR}/runner.pid; exec sleep 600'"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, env=session)
     runner: list[int] = []
     try:
-        runner.append(_pid_on_board(lab_board, "runner.pid"))
+        runner.append(host_pid(namespace, _pid_on_board(lab_board, "runner.pid")))
         queued = subprocess.Popen(["devicefarm-cli", "-E", "echo served"], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, start_new_session=True, env=session)
         os.killpg(hung.pid, signal.SIGKILL)  # as upstream does at its limit

@@ -18,6 +18,7 @@ from hil.adbserver import AdbServer
 from hil.board.connection import SHELL_HEADER, SHELL_STDERR, SHELL_STDOUT, ServiceConnection
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 from tests.adb_lab import wait_for
+from tests.processes import host_pid
 
 # a case's shape in hil's run shell: a subshell reading /dev/null, the runner under `timeout`; run
 # as the shell service's own command, so that `$$` is the shell adbd signals
@@ -30,21 +31,6 @@ def _gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return state in ("Z", "X")
-
-
-def _host_pid(namespace: str, board_pid: int) -> int:
-    """The host's PID of the process the board numbers `board_pid` in its pid namespace
-    `namespace` (`pid:[INODE]`: the board's shells share one of their own)."""
-    for folder in Path("/proc").iterdir():
-        try:
-            if os.readlink(folder / "ns" / "pid") != namespace:
-                continue
-            nspid = next(line for line in (folder / "status").read_text().splitlines() if line.startswith("NSpid:"))
-        except (OSError, StopIteration):
-            continue
-        if int(nspid.split()[-1]) == board_pid:
-            return int(folder.name)
-    raise AssertionError(f"no process {board_pid} in the board's pid namespace {namespace}")
 
 
 def _start_case(device: adbutils.AdbDevice) -> tuple[ServiceConnection, int, int, int]:
@@ -60,7 +46,7 @@ def _start_case(device: adbutils.AdbDevice) -> tuple[ServiceConnection, int, int
         if kind in lines:
             lines[kind] += data
     shell, runner = int(lines[SHELL_STDOUT]), int(lines[SHELL_STDERR])
-    return connection, _host_pid(namespace, shell), _host_pid(namespace, runner), runner
+    return connection, host_pid(namespace, shell), host_pid(namespace, runner), runner
 
 
 @pytest.fixture(scope="module")
