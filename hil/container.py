@@ -77,7 +77,7 @@ ADB_ENV = (
     "ADB_SERVER_SOCKET", "ANDROID_ADB_SERVER_ADDRESS", "ANDROID_ADB_SERVER_PORT",
     "ANDROID_ADB_SERVER_HOST",
 )
-"""adb's variables naming the host's adb server and adbutils' alias (`hil.adbserver.SERVER_ENV`),
+"""adb's variables naming the host's adb server and adbutils' alias (`hil.adbaddress.SERVER_ENV`),
 passed by name."""
 CACHE_DIR = "/var/cache/exynos-hil"
 """Where `hil replicate --cache-dir` binds the host's lowering cache in the container."""
@@ -361,7 +361,7 @@ class RunSpec:
     def fixed_env(self) -> dict[str, str]:
         """Literal variables: HOME for a user the image does not know; in `host-adb` mode
         the host's adb server when the host's environment names none; in `usb` mode hil's
-        own server for every board (`hil.adbserver.OWN_SERVER`)."""
+        own server for every board (`hil.adbaddress.OWN_SERVER`)."""
         env = {} if self.user[0] == IMAGE_USER_UID else {"HOME": "/tmp"}  # noqa: S108 - in the container
         if self.access == "host-adb" and not any(os.environ.get(name) for name in ADB_ENV):
             env["ANDROID_ADB_SERVER_PORT"] = HOST_ADB_SERVER_PORT

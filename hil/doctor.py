@@ -147,7 +147,7 @@ def _adb_devices(address: str) -> list[str] | None:
 def check_adb(lab_server: str | None = None) -> Check:
     from adbutils._utils import adb_path
 
-    from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, server_choice
+    from hil.adbaddress import DEFAULT_SERVER, OWN_SERVER, server_choice
 
     try:
         path = adb_path()

@@ -102,7 +102,7 @@ class HilBoard:
 
     @classmethod
     def open(cls, config: pytest.Config) -> HilBoard:
-        from hil.adbserver import server_choice
+        from hil.adbaddress import server_choice
         from hil.errors import InfraError, UsageError
         from hil.pool.bringup import PoolOptions
         from hil.pool.held import ASSIGNED, HeldBoard, held_sources

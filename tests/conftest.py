@@ -9,7 +9,8 @@ from pathlib import Path
 import adbutils
 import pytest
 
-from hil.adbserver import SERVER_ENV, AdbServer
+from hil.adbaddress import SERVER_ENV
+from hil.adbserver import AdbServer
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
 

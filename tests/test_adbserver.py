@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hil import container
-from hil.adbserver import SERVER_ENV, AdbServer, lab_server_from_env, server_choice
+from hil.adbaddress import SERVER_ENV, lab_server_from_env, server_choice
+from hil.adbserver import AdbServer
 from hil.errors import UsageError
 from tests.second_user import as_second_user, needs_root
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from hil.adbserver import parse_server
+from hil.adbaddress import parse_server
 from hil.board.images import Provisioning, parse_provisioning
 from hil.board.inventory_fields import (
     ADB_ENTRY_FIELDS,

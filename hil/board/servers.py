@@ -22,7 +22,8 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from hil.adbserver import DEFAULT_SERVER, OWN_SERVER, UNIX_SOCKET, AdbServer, LabAdbServer
+from hil.adbaddress import DEFAULT_SERVER, OWN_SERVER, UNIX_SOCKET
+from hil.adbserver import AdbServer, LabAdbServer
 from hil.board.inventory import InventoryEntry
 from hil.board.lease import board_key
 from hil.board.recovery import ServerKeeper
@@ -36,7 +37,7 @@ class BoardServers:
 
     def __init__(self, lab_default: str | None = None, socket_timeout: float | None = 30.0) -> None:
         self.lab_default = lab_default
-        """`--adb-server` (`hil.adbserver.server_choice`): the server of every board that
+        """`--adb-server` (`hil.adbaddress.server_choice`): the server of every board that
         hil does not start itself and whose entry names none; `own`: the private one."""
         self.socket_timeout = socket_timeout
         self._lock = threading.Lock()

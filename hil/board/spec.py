@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hil.adbserver import parse_server
+from hil.adbaddress import parse_server
 from hil.errors import UsageError
 
 MAX_VIRTUAL_BOARDS = 16

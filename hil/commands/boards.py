@@ -54,7 +54,7 @@ def _default_server(flag: str | None) -> tuple[str, str]:
     """(HOST:PORT, where it came from) of the adb server `hil boards` lists by default."""
     import os
 
-    from hil.adbserver import CHOICE_ENV, DEFAULT_SERVER, OWN_SERVER, lab_server_from_env
+    from hil.adbaddress import CHOICE_ENV, DEFAULT_SERVER, OWN_SERVER, lab_server_from_env
 
     address = lab_server(flag)
     if address == OWN_SERVER:

@@ -82,7 +82,7 @@ def cache_dir(flag: str | None) -> Path:
 def lab_server(flag: str | None) -> str | None:
     """`--adb-server`, else HIL_ADB_SERVER, else adb's own variables (ADB_SERVER_SOCKET,
     ANDROID_ADB_SERVER_ADDRESS/PORT, adbutils' _HOST alias); validated."""
-    from hil.adbserver import server_choice
+    from hil.adbaddress import server_choice
 
     return server_choice(flag)
 

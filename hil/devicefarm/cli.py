@@ -124,7 +124,7 @@ def enqueue_or_record(session: Session) -> int:
 
 def enqueue(session: Session) -> int:
     """Start the session's holder for HIL_BOARD; return once it listens."""
-    from hil.adbserver import server_choice
+    from hil.adbaddress import server_choice
     from hil.errors import UsageError
     from hil.pool.held import held_sources
 

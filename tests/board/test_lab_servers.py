@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hil.adbserver import LabAdbServer, server_choice
+from hil.adbaddress import server_choice
+from hil.adbserver import LabAdbServer
 from hil.board.inventory import InventoryEntry, from_specs, load_inventory
 from hil.board.servers import BoardServers
 from hil.board.spec import parse_boards
