@@ -446,7 +446,9 @@ class Device:
     def end_processes(self) -> int:
         """SIGKILL every process the board's shells started, those whose shell is gone
         included (a board going down ends them all): everything carrying the board's own
-        lifeline token. The number of signals sent."""
+        lifeline token. The number of signals sent. The pid namespace ends first and for
+        sure: the next shell starts a new one, never joins one whose pid 1 is dying."""
+        self._pids.close()
         own = lifeline.child_env({})[lifeline.TOKEN_ENV]  # this process's token alone
         return lifeline.end_tied(own)
 

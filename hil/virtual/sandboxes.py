@@ -139,8 +139,8 @@ class PidNamespace:
         None ([], ()) where it cannot start at all (`unavailable`)."""
         if self.unavailable is not None:
             return [], ()
-        if self._init is None or self._init.poll() is not None:
-            try:
+        if self._init is None or self._init.poll() is not None or not _running(self._first):
+            try:  # (a killed pid 1 whose bwrap has not exited yet: a namespace no one can join)
                 self._start()
             except OSError as exc:
                 if self._started:  # it worked before: something else is wrong
@@ -208,6 +208,17 @@ class PidNamespace:
         except subprocess.TimeoutExpired:
             init.kill()
             init.wait()
+
+
+def _running(pid: int | None) -> bool:
+    """`pid` runs (it is not gone, and not a zombie waiting for its parent)."""
+    if pid is None:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _said(process: subprocess.Popen[bytes] | None) -> str:

@@ -79,10 +79,10 @@ def test_32_builds_one_board_names_build_19_in_at_most_6_5_6_runs(one_board: tup
     assert (out / "bisect.png").stat().st_size > 0
 
 
-def test_three_boards_take_fewer_rounds_than_one(boards: list[VirtualBoardProcess], builds: Path,
+def test_three_boards_take_fewer_rounds_than_one(three_boards: list[VirtualBoardProcess], builds: Path,
                                                  nights: tuple[Path, Path], one_board: tuple[int, dict[str, Any], Path],
                                                  tmp_path: Path) -> None:
-    boards_yaml = inventory(tmp_path / "boards.yaml", boards, builds / "build-01")
+    boards_yaml = inventory(tmp_path / "boards.yaml", three_boards, builds / "build-01")
     code, doc = bisect(*_args(nights, builds, tmp_path / "out", "--inventory", str(boards_yaml)))
     assert (code, doc["answer"]["culprit"]["label"]) == (0, "build-19")
     assert doc["rounds"]["total"] < one_board[1]["rounds"]["total"]
@@ -129,8 +129,11 @@ def test_a_case_failing_30_percent_with_both_builds_is_not_reproduced(
     flaky = "miscompute,op=relu,p=0.3,seed=41"
     builds = firmware_builds(tmp_path / "fw", 2, {1: [flaky], 2: [flaky]})
     good = bad = None
-    for attempt in range(30):
-        path = night(boards, builds / f"build-0{1 + (good is not None)}", tmp_path / f"night-{attempt}")
+    flashed = None
+    for attempt in range(30):  # each build flashed once, its nights run on until one fits
+        build = builds / f"build-0{1 + (good is not None)}"
+        path = night(boards, build, tmp_path / f"night-{attempt}", provision=build != flashed)
+        flashed = build
         verdict = json.loads(path.read_text())["cases"][0]["verdict"]
         if good is None and verdict == "PASS":
             good = path
