@@ -37,13 +37,14 @@ keep two cores busy. Chosen by the durations of a whole run (`--durations=0`).""
 
 
 WAITING = ("tests/container", "tests/scripts/test_soak.py", "tests/provision", "tests/devicefarm",
-           "tests/virtual", "tests/workflow", "tests/bisection/test_firmware.py")
+           "tests/virtual", "tests/workflow", "tests/bisection/test_firmware.py", "tests/localize")
 """The `container` process: docker's tests, the soak, which waits on its boards' recoveries
 and probation most of its time (its load stays under 1), provisioning (reboots into the
 bootloader and back, fastboot's waits) and devicefarm's holders (idle limits, leases); and
 the virtual board's and the workflow's tests (80 s together on a warm machine), which keep
 `rest-2` (the models' lowering, the longest lane of a cold CI run) from ending last; and the
-firmware bisections (boards rebooting after each flash)."""
+firmware bisections (boards rebooting after each flash) and localization's end-to-end runs,
+which even out the three lanes' times."""
 
 
 def groups() -> list[tuple[str, list[str]]]:

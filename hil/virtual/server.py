@@ -89,6 +89,9 @@ class VirtualBoard:
         self._transports: dict[Transport, asyncio.Task[None]] = {}
         self._reboot_task: asyncio.Task[None] | None = None
         self._boot_task: asyncio.Task[None] | None = None
+        self._ending: asyncio.Future[int] | None = None
+        """`Device.end_processes` in its thread: a cancelled reboot does not stop the thread,
+        so the next shutdown and boot wait for it (else it kills the next boot's shells)."""
         self._control_fd: int | None = None
         self._control_buffer = b""
         self._executor: _Executor | None = None
@@ -127,7 +130,7 @@ class VirtualBoard:
                 task.cancel()
         await self._drop_transports()
         self.device.close()  # the board's pid namespace: whatever still runs in it ends
-        await asyncio.to_thread(self.device.end_processes)
+        await self._end_processes()
         await self.bootloader.leave()
         self.bootloader.release()
         if self._control_fd is not None:
@@ -371,10 +374,20 @@ class VirtualBoard:
             self._boot_task.cancel()
         self.device.set_property("sys.boot_completed", "0")
         await self._drop_transports()
-        await asyncio.to_thread(self.device.end_processes)  # what outlived its shell ends too
+        await self._end_processes()  # what outlived its shell ends too
         await self.bootloader.leave()
 
+    async def _end_processes(self) -> None:
+        """End every process of the board's shells: after the pass still running (see
+        `_ending`), a pass of its own."""
+        while self._ending is not None and not self._ending.done():
+            await asyncio.shield(self._ending)
+        self._ending = asyncio.ensure_future(asyncio.to_thread(self.device.end_processes))
+        await asyncio.shield(self._ending)
+
     async def _boot(self, target: str = "") -> None:
+        if self._ending is not None:
+            await asyncio.shield(self._ending)  # a cancelled shutdown's, still ending processes
         if target == "bootloader":
             if self.console is not None:
                 self.console.write_line("bootloader: entering fastboot mode (VIRTUAL)")
