@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from hil.virtual.launcher import VirtualBoardProcess, start_virtual_board
 
@@ -64,3 +65,16 @@ def poll_assigned(env: dict[str, str], seconds: float = 150.0) -> str:
         assert re.search("assigned", out, re.IGNORECASE), f"upstream would go on without a device: {out!r}"
         return out
     raise AssertionError(f"not assigned within {seconds:g} s")
+
+
+class Small(torch.nn.Module):
+    """A two-input, two-output model the upstream flows lower and run bit-exact."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.linear = torch.nn.Linear(144, 5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = torch.relu(self.conv(x)).flatten(1)
+        return self.linear(z).softmax(-1), y * 2 + 1

@@ -25,7 +25,7 @@ from hil.errors import InfraError
 from hil.pids import pid_alive
 from hil.virtual.launcher import VirtualBoardProcess
 from tests.board_files import aarch64_elf
-from tests.devicefarm.conftest import ROOT, cli_env, df, poll_assigned
+from tests.devicefarm.conftest import ROOT, Small, cli_env, df, poll_assigned
 
 pytestmark = pytest.mark.slow
 
@@ -72,17 +72,6 @@ def test_ci_sequence_assigns_and_the_board_is_leased(held: dict[str, Any], lab_b
     assert "held by run devicefarm-ci-job-1" in checked.stdout
     released = df(second, "-d")
     assert released.returncode == 0 and released.stdout.startswith("released")
-
-
-class Small(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.linear = torch.nn.Linear(144, 5)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        z = torch.relu(self.conv(x)).flatten(1)
-        return self.linear(z).softmax(-1), y * 2 + 1
 
 
 def test_upstream_runtime_executor_runs_unchanged_bit_exact(

@@ -23,7 +23,7 @@ from hil.devicefarm.session import slug
 from hil.virtual.launcher import VirtualBoardProcess
 from tests.adb_lab import wait_for
 from tests.board_files import aarch64_elf
-from tests.devicefarm.conftest import cli_env, df, poll_assigned
+from tests.devicefarm.conftest import Small, cli_env, df, poll_assigned
 from tests.processes import host_pid
 
 pytestmark = pytest.mark.slow
@@ -58,17 +58,6 @@ def session(cli_path: Path, lab_board: VirtualBoardProcess,
     poll_assigned(env)
     yield env
     df(env, "-d")
-
-
-class Small(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 4, 3)
-        self.linear = torch.nn.Linear(144, 5)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        z = torch.relu(self.conv(x)).flatten(1)
-        return self.linear(z).softmax(-1), y * 2 + 1
 
 
 def test_the_newer_flow_runs_one_tar_and_one_command_bit_exact(session: dict[str, str], tmp_path: Path) -> None:
